@@ -1,0 +1,28 @@
+#!/bin/sh
+# Install every Debian package iotune needs to build, run and test.
+# Idempotent: packages already present are skipped by apt-get.
+set -eu
+
+PACKAGES="
+	samba smbclient samba-testsuite python3-samba
+	libtalloc-dev libtevent-dev libtdb-dev libcmocka-dev
+	gcc make pkg-config python3 perl dpkg-dev
+	flex bison libkeyutils-dev libparse-yapp-perl libbsd-dev
+	libgnutls28-dev zlib1g-dev
+	tdb-tools iproute2 strace util-linux procps
+"
+
+missing=""
+for p in $PACKAGES; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
+		grep -q '^install ok installed$' || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	exit 0
+fi
+
+echo "iotune: installing Debian packages:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing
