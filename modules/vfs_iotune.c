@@ -76,7 +76,7 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 	ret = iotune_config_load(&share->config, iotune_lookup_option, &snum,
 				 errbuf, sizeof(errbuf));
 	if (ret != 0) {
-		DBG_ERR("iotune: share '%s': %s; refusing the tree connect\n",
+		DBG_ERR("share '%s': %s; refusing the tree connect\n",
 			service, errbuf);
 		TALLOC_FREE(share);
 		errno = EINVAL;
@@ -93,13 +93,13 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 				return -1);
 
 	iotune_config_describe(&share->config, desc, sizeof(desc));
-	DBG_NOTICE("iotune: share '%s' connected: %s\n", service, desc);
+	DBG_NOTICE("share '%s' connected: %s\n", service, desc);
 	return 0;
 }
 
 static void iotune_disconnect(struct vfs_handle_struct *handle)
 {
-	DBG_DEBUG("iotune: share '%s' disconnected\n",
+	DBG_DEBUG("share '%s' disconnected\n",
 		  lp_const_servicename(SNUM(handle->conn)));
 	SMB_VFS_NEXT_DISCONNECT(handle);
 }

@@ -1,0 +1,303 @@
+# iotune test harness: a private, real smbd on its own loopback address,
+# and the clients that talk to it.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+USER = 'root'
+PASSWORD = 'iotune-Test1'
+SMB_PORT = 445
+
+
+def smbd_build_option(name):
+    out = subprocess.check_output(['smbd', '-b'], text=True)
+    for line in out.splitlines():
+        key, _, value = line.strip().partition(': ')
+        if key == name:
+            return value
+    raise RuntimeError('smbd -b does not name %s' % name)
+
+
+def module_path():
+    return os.path.join(smbd_build_option('MODULESDIR'), 'vfs', 'iotune.so')
+
+
+def install_module():
+    """Installs build/iotune.so where smbd 4.17 looks for it (it refuses
+    paths in 'vfs objects').  A new inode each time, so running smbds keep
+    the copy they mapped."""
+    built = os.path.join(REPO, 'build', 'iotune.so')
+    if not os.path.isfile(built):
+        raise RuntimeError('%s is missing: run ./waf build first' % built)
+    dest = module_path()
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    tmp = dest + '.tmp'
+    shutil.copyfile(built, tmp)
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, dest)
+    return dest
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_bytes(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def port_in_use(address, port=SMB_PORT):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex((address, port)) == 0
+
+
+def pick_address(first=20, last=250):
+    """A loopback address on which nothing listens on port 445."""
+    for n in range(first, last):
+        address = '127.0.0.%d' % n
+        if not port_in_use(address):
+            return address
+    raise RuntimeError('no free loopback address for smbd')
+
+
+def ensure_loopback_address(address):
+    out = subprocess.run(['ip', '-4', 'addr', 'show', 'dev', 'lo'],
+                         capture_output=True, text=True).stdout
+    if (' %s/' % address) in out:
+        return
+    subprocess.run(['ip', 'addr', 'add', address + '/32', 'dev', 'lo'],
+                   check=True)
+
+
+class Smbd:
+    """A real smbd with private directories, its own passdb and user, on
+    its own loopback address.  Shares are a dict of name -> dict of
+    smb.conf parameters (a 'path' is created under the work dir when not
+    given)."""
+
+    def __init__(self, workdir, shares, global_params=None, address=None,
+                 log_level='1 vfs:3'):
+        self.workdir = os.path.abspath(workdir)
+        self.address = address or pick_address()
+        self.shares = shares
+        self.global_params = dict(global_params or {})
+        self.log_level = log_level
+        self.conf = os.path.join(self.workdir, 'smb.conf')
+        self.log = os.path.join(self.workdir, 'log.smbd')
+        self.proc = None
+
+    def share_path(self, share):
+        params = self.shares[share]
+        return params.get('path', os.path.join(self.workdir, 'shares',
+                                               share))
+
+    def _dir(self, name):
+        path = os.path.join(self.workdir, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def write_conf(self):
+        g = {
+            'workgroup': 'IOTUNE',
+            'server role': 'standalone server',
+            'interfaces': self.address,
+            'bind interfaces only': 'yes',
+            'smb ports': str(SMB_PORT),
+            'disable netbios': 'yes',
+            'lock directory': self._dir('lock'),
+            'state directory': self._dir('state'),
+            'cache directory': self._dir('cache'),
+            'pid directory': self._dir('pid'),
+            'private dir': self._dir('private'),
+            'ncalrpc dir': self._dir('ncalrpc'),
+            'binddns dir': self._dir('binddns'),
+            'log file': self.log,
+            'max log size': '0',
+            'log level': self.log_level,
+            'passdb backend': 'tdbsam:%s' % os.path.join(
+                self._dir('private'), 'passdb.tdb'),
+            'load printers': 'no',
+            'printing': 'bsd',
+            'printcap name': '/dev/null',
+            'disable spoolss': 'yes',
+            'panic action': '/bin/true',
+        }
+        g.update(self.global_params)
+        lines = ['[global]']
+        lines += ['\t%s = %s' % kv for kv in g.items()]
+        for name, params in self.shares.items():
+            os.makedirs(self.share_path(name), exist_ok=True)
+            p = {'path': self.share_path(name), 'read only': 'no'}
+            p.update(params)
+            lines.append('')
+            lines.append('[%s]' % name)
+            lines += ['\t%s = %s' % kv for kv in p.items()]
+        with open(self.conf, 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+
+    def add_user(self):
+        subprocess.run(['smbpasswd', '-c', self.conf, '-s', '-a', USER],
+                       input='%s\n%s\n' % (PASSWORD, PASSWORD), text=True,
+                       check=True, capture_output=True)
+
+    def start(self, timeout=30):
+        os.makedirs(self.workdir, exist_ok=True)
+        ensure_loopback_address(self.address)
+        self.write_conf()
+        self.add_user()
+        self.proc = subprocess.Popen(
+            ['smbd', '--foreground', '--no-process-group',
+             '--configfile=%s' % self.conf],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(self.workdir, 'smbd.stderr'), 'w'),
+            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError('smbd exited with %d:\n%s' %
+                                   (self.proc.returncode, self.log_tail()))
+            if port_in_use(self.address):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError('smbd did not listen on %s:%d within %ds' %
+                           (self.address, SMB_PORT, timeout))
+
+    def pids(self):
+        """PIDs of this smbd and its children (same argv)."""
+        mark = ('--configfile=%s' % self.conf).encode()
+        found = []
+        for entry in os.listdir('/proc'):
+            if not entry.isdigit():
+                continue
+            try:
+                with open('/proc/%s/cmdline' % entry, 'rb') as f:
+                    argv = f.read().split(b'\0')
+            except OSError:
+                continue
+            if mark in argv:
+                found.append(int(entry))
+        return found
+
+    def child_pids(self):
+        return [p for p in self.pids() if self.proc and p != self.proc.pid]
+
+    def stop(self, timeout=15):
+        if self.proc is None:
+            return
+        pid = self.proc.pid
+        if self.proc.poll() is None:
+            os.kill(pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)
+                self.proc.wait()
+        for leftover in self.pids():
+            try:
+                os.kill(leftover, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc = None
+
+    def log_text(self):
+        try:
+            with open(self.log, errors='replace') as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
+
+    def log_tail(self, lines=40):
+        return '\n'.join(self.log_text().splitlines()[-lines:])
+
+    def unc(self, share):
+        return '//%s/%s' % (self.address, share)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def smbclient(smbd, share, commands, check=True, timeout=300):
+    """Runs smbclient commands against a share; returns the result."""
+    r = subprocess.run(
+        ['smbclient', smbd.unc(share), '-U', '%s%%%s' % (USER, PASSWORD),
+         '--configfile=%s' % smbd.conf, '-m', 'SMB3', '-c', commands],
+        capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError('smbclient %s %r failed (%d):\n%s%s' %
+                           (share, commands, r.returncode, r.stdout,
+                            r.stderr))
+    return r
+
+
+class PyClient:
+    """One SMB2 connection through the python3-samba bindings: each call
+    is one SMB2 request.  Needs /usr/bin/python3 (Debian's, with samba)."""
+
+    # SMB1-style NTCreateX flags, mapped by libsmb to SMB2 oplock levels
+    REQUEST_OPLOCK = 0x02
+    REQUEST_BATCH_OPLOCK = 0x04
+
+    GENERIC_READ_WRITE = 0x00120089 | 0x00120116
+    FILE_OPEN = 1
+    FILE_CREATE = 2
+    FILE_OPEN_IF = 3
+    FILE_OVERWRITE_IF = 5
+
+    def __init__(self, smbd, share, multi_threaded=False):
+        from samba import credentials
+        from samba.samba3 import libsmb_samba_internal as libsmb
+        from samba.samba3 import param as s3param
+
+        lp = s3param.get_context()
+        lp.load(smbd.conf)
+        creds = credentials.Credentials()
+        creds.guess(lp)
+        creds.set_username(USER)
+        creds.set_password(PASSWORD)
+        self.conn = libsmb.Conn(smbd.address, share, lp, creds,
+                                multi_threaded=multi_threaded)
+
+    def open(self, name, disposition=FILE_OPEN_IF, oplock=0,
+             share_access=0x7):
+        return self.conn.create(name,
+                                CreateFlags=oplock,
+                                DesiredAccess=self.GENERIC_READ_WRITE,
+                                ShareAccess=share_access,
+                                CreateDisposition=disposition)
+
+    def write(self, fnum, data, offset):
+        return self.conn.write(fnum, data, offset)
+
+    def read(self, fnum, offset, size):
+        return self.conn.read(fnum, offset, size)
+
+    def close(self, fnum):
+        self.conn.close(fnum)
+
+    def unlink(self, name):
+        self.conn.unlink(name)
+
+
+def scratch_dir(prefix):
+    base = os.environ.get('IOTUNE_TEST_OUT',
+                          os.path.join(REPO, 'build', 'test-out'))
+    os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
