@@ -5,6 +5,7 @@
 
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -66,9 +67,12 @@ def port_in_use(address, port=SMB_PORT):
 
 
 def pick_address(first=20, last=250):
-    """A loopback address on which nothing listens on port 445."""
-    for n in range(first, last):
-        address = '127.0.0.%d' % n
+    """A loopback address on which nothing listens on port 445; the
+    search starts at a random place so that concurrent runs rarely meet."""
+    span = last - first
+    start = random.randrange(span)
+    for i in range(span):
+        address = '127.0.0.%d' % (first + (start + i) % span)
         if not port_in_use(address):
             return address
     raise RuntimeError('no free loopback address for smbd')
@@ -232,6 +236,19 @@ class Smbd:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def profile_counters(smbd):
+    """smbd's own profile counters ('smbstatus -P'), summed over its
+    processes, as a dict; needs 'smbd profiling level = count'."""
+    r = subprocess.run(['smbstatus', '-P', '--configfile=%s' % smbd.conf],
+                       capture_output=True, text=True, check=True)
+    counters = {}
+    for line in r.stdout.splitlines():
+        name, sep, value = line.partition(':')
+        if sep and value.strip().isdigit():
+            counters[name.strip()] = int(value)
+    return counters
 
 
 def smbclient(smbd, share, commands, check=True, timeout=300):
