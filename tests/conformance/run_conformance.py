@@ -41,7 +41,7 @@ VARIANTS = {
 
 STATUS_RE = re.compile(
     r'^(success|successful|failure|fail|error|skip|xfail|uxsuccess): '
-    r'(\S+)')
+    r'(.+?)(?: \[.*)?$')
 PASS = 'pass'
 FAIL = 'fail'
 SKIP = 'skip'
