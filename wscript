@@ -16,12 +16,15 @@ top = '.'
 out = 'build'
 
 CORE_SOURCES = [
+    'modules/wcache.c',
     'modules/config.c',
 ]
 
-UNIT_TESTS = [
-    'config',
-]
+# unit test name -> extra link flags (syscall and libc fakes)
+UNIT_TESTS = {
+    'wcache': ['-Wl,--wrap=malloc'],
+    'config': [],
+}
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',
             '-Wno-missing-field-initializers', '-Werror=implicit',
@@ -96,7 +99,7 @@ def build(bld):
         lib=[':' + x for x in SAMBA_PRIVATE_LIBS],
         install_path=os.path.join(libdir, 'vfs'))
 
-    for name in UNIT_TESTS:
+    for name, linkflags in sorted(UNIT_TESTS.items()):
         bld(features='c cprogram', source='tests/unit/test_%s.c' % name,
-            target='tests/unit/test_%s' % name,
+            target='tests/unit/test_%s' % name, linkflags=linkflags,
             use='iotune_core CMOCKA', install_path=None)

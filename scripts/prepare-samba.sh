@@ -58,6 +58,8 @@ fetch_source() {
 	rm -rf "$work"
 	mkdir -p "$work"
 	if ! (cd "$work" && apt-get source -q "samba=$pkg_version" >&2); then
+		echo "iotune: no deb-src entry found; deriving one from the" \
+			"machine's apt sources" >&2
 		add_deb_src
 		(cd "$work" && apt-get source -q "samba=$pkg_version" >&2)
 	fi
