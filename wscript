@@ -37,7 +37,10 @@ SAMBA_DEFINES = ['_SAMBA_BUILD_=4', 'HAVE_CONFIG_H=1', '_GNU_SOURCE=1',
 SAMBA_PRIVATE_LIBS = ['libsmbd-base-samba4.so.0',
                       'libsamba-debug-samba4.so.0',
                       'libsmbconf.so.0',
-                      'libtevent-util.so.0']
+                      'libtevent-util.so.0',
+                      'libsamba-util.so.0',
+                      'libgenrand-samba4.so.0',
+                      'libsamba3-util-samba4.so.0']
 
 
 def options(opt):

@@ -25,18 +25,95 @@
 
 #include "includes.h"
 #include "smbd/smbd.h"
+#include "smbd/globals.h"
 #include "lib/util/tevent_unix.h"
 #include "lib/util/tevent_ntstatus.h"
 
 #include "iotune/config.h"
+#include "iotune/wcache.h"
 
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
 
 #define IOTUNE_MODULE_NAME "iotune"
 
+/*
+ * The write cache, and why it is coherent (docs/design.md has the long
+ * version).
+ *
+ * A handle may cache while it holds an exclusive or batch oplock, or a
+ * lease with WRITE caching, and no break of it is in progress.  Writes
+ * are absorbed by a per-file cache (shared by the handles of the file in
+ * this process) and acknowledged at once; flushes write the dirty data
+ * as few large SMB_VFS_NEXT_PWRITE_SEND calls.
+ *
+ * smbd 4.17 has no VFS hook for oplock or lease breaks.  When smbd
+ * processes a break request it sends the break to the client and, in the
+ * same event handler, marks the handle (fsp->sent_oplock_break, or
+ * SMB2_LEASE_FLAG_BREAK_IN_PROGRESS on the lease).  The opener that
+ * caused the break waits until smbd has processed the client's ack (or
+ * the break timed out), and smbd reads the ack from the socket only after
+ * epoll_wait().  We chain a tevent trace callback and, at
+ * TEVENT_TRACE_BEFORE_WAIT, right before every epoll_wait(), write out
+ * every cache whose handles may no longer cache, synchronously.  So all
+ * acknowledged data is in the file before the ack can even be read.
+ *
+ * Flushes run on a private tevent context (flush_ev), not on smbd's main
+ * one: that makes an in-flight flush something we can wait for where a
+ * synchronous VFS call needs the data on disk (close, ftruncate, the
+ * break above).  Async completions are noticed by polling flush_ev from a
+ * 1 ms timer on the main context while flushes are in flight.  Modules
+ * below iotune must complete async I/O on the context they are given, as
+ * vfs_default does; vfs_io_uring does not and is refused below iotune.
+ *
+ * Only one flush per cache is in flight; writes that cannot be absorbed
+ * meanwhile wait in a FIFO, asynchronously.  A failed flush keeps its
+ * data, and its error fails the next write, flush or close.
+ */
+
 struct iotune_share {
 	struct iotune_config config;
+	const char *name;
+	bool sync_always;
+	struct iotune_wc_stats wc_stats;
+	struct iotune_process *proc;
+};
+
+/* Per smbd process: shared by all tree connects with iotune */
+struct iotune_process {
+	struct tevent_context *ev;
+	struct tevent_context *flush_ev;
+	tevent_trace_callback_t prev_trace_cb;
+	void *prev_trace_private;
+	unsigned connections;
+	struct iotune_cache *caches;
+	unsigned num_caches;
+	unsigned flushes_in_flight;
+	struct tevent_timer *poll_timer;
+	struct tevent_threaded_context *tctx;
+	struct tevent_immediate *poke_im;
+	bool poke_pending;
+	uint64_t next_cache_gen;
+};
+
+static struct iotune_process *iotune_proc;
+
+struct iotune_waiter;
+
+/* The dirty data of one file in this process */
+struct iotune_cache {
+	struct iotune_cache *prev, *next;
+	struct iotune_process *proc;
+	struct iotune_share *share;
+	struct file_id id;
+	uint64_t gen;
+	struct iotune_file *files;	/* attached handles; head does I/O */
+	struct iotune_wcache wc;
+	struct tevent_req *flush_subreq;
+	struct tevent_timer *deadline_timer;
+	struct tevent_immediate *wake_im;
+	struct iotune_waiter *waiters;
+	bool disabled;			/* lost its right to cache */
 };
 
 /*
@@ -46,8 +123,30 @@ struct iotune_share {
  * it.
  */
 struct iotune_file {
+	struct iotune_file *prev, *next;	/* in cache->files */
+	struct vfs_handle_struct *handle;
+	struct files_struct *fsp;
+	struct iotune_cache *cache;
 	int fd;
+	bool write_through;
 };
+
+/* Something that waits for a cache's I/O in flight, in FIFO order */
+struct iotune_waiter {
+	struct iotune_waiter *prev, *next;
+	struct iotune_cache *cache;
+	/* true when done (and removed from the list) */
+	bool (*step)(struct iotune_waiter *w);
+	struct tevent_req *req;
+};
+
+static uint64_t iotune_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static const char *iotune_lookup_option(void *private_data, const char *name)
 {
@@ -56,12 +155,658 @@ static const char *iotune_lookup_option(void *private_data, const char *name)
 	return lp_parm_const_string(snum, IOTUNE_MODULE_NAME, name, NULL);
 }
 
+static struct iotune_share *iotune_share_of(struct vfs_handle_struct *handle)
+{
+	struct iotune_share *share = NULL;
+
+	SMB_VFS_HANDLE_GET_DATA(handle, share, struct iotune_share,
+				smb_panic(__location__));
+	return share;
+}
+
+static struct iotune_file *iotune_file_of(struct vfs_handle_struct *handle,
+					  struct files_struct *fsp)
+{
+	return VFS_FETCH_FSP_EXTENSION(handle, fsp);
+}
+
+static struct iotune_cache *iotune_find_cache(const struct file_id *id)
+{
+	struct iotune_cache *c = NULL;
+
+	if (iotune_proc == NULL) {
+		return NULL;
+	}
+	for (c = iotune_proc->caches; c != NULL; c = c->next) {
+		if (file_id_equal(&c->id, id)) {
+			return c;
+		}
+	}
+	return NULL;
+}
+
+/* The cache holding data of this handle's file, if any */
+static struct iotune_cache *iotune_cache_of(struct files_struct *fsp)
+{
+	if (fsp->fsp_flags.is_directory || fsp_is_alternate_stream(fsp)) {
+		return NULL;
+	}
+	return iotune_find_cache(&fsp->file_id);
+}
+
+/* May this handle keep written data in memory right now? */
+static bool iotune_fsp_may_cache(const struct iotune_share *share,
+				 const struct iotune_file *file,
+				 const struct files_struct *fsp)
+{
+	const struct smb2_lease *lease = NULL;
+
+	if (share->config.write_cache_size == 0 || share->sync_always) {
+		return false;
+	}
+	if (file == NULL || file->write_through ||
+	    fsp->fsp_flags.is_directory || fsp_is_alternate_stream(fsp)) {
+		return false;
+	}
+	if (fsp->oplock_type == LEASE_OPLOCK) {
+		if (fsp->lease == NULL) {
+			return false;
+		}
+		lease = &fsp->lease->lease;
+		return (lease->lease_state & SMB2_LEASE_WRITE) &&
+		       !(lease->lease_flags & SMB2_LEASE_FLAG_BREAK_IN_PROGRESS);
+	}
+	if (EXCLUSIVE_OPLOCK_TYPE(fsp->oplock_type)) {
+		return fsp->sent_oplock_break == NO_BREAK_SENT;
+	}
+	return false;
+}
+
+static bool iotune_cache_may_continue(const struct iotune_cache *cache)
+{
+	const struct iotune_file *f = NULL;
+
+	if (cache->disabled) {
+		return false;
+	}
+	for (f = cache->files; f != NULL; f = f->next) {
+		if (!iotune_fsp_may_cache(cache->share, f, f->fsp)) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* the handle through which the cache's flushes go */
+static struct iotune_file *iotune_cache_owner(struct iotune_cache *cache)
+{
+	return cache->files;
+}
+
+static void iotune_poll_timer_arm(struct iotune_process *p);
+
+static void iotune_poke_handler(struct tevent_context *ev,
+				struct tevent_immediate *im,
+				void *private_data)
+{
+	struct iotune_process *p = private_data;
+
+	p->poke_pending = false;
+}
+
+/*
+ * Makes epoll_wait() return: from a trace callback at BEFORE_WAIT, a
+ * scheduled immediate alone would only run after the next event.
+ */
+static void iotune_poke_main_loop(struct iotune_process *p)
+{
+	if (p->poke_pending || p->tctx == NULL) {
+		return;
+	}
+	p->poke_pending = true;
+	tevent_threaded_schedule_immediate(p->tctx, p->poke_im,
+					   iotune_poke_handler, p);
+}
+
+static void iotune_cache_wake_handler(struct tevent_context *ev,
+				      struct tevent_immediate *im,
+				      void *private_data);
+
+static void iotune_cache_wake(struct iotune_cache *cache)
+{
+	if (cache->waiters == NULL) {
+		return;
+	}
+	tevent_schedule_immediate(cache->wake_im, cache->proc->ev,
+				  iotune_cache_wake_handler, cache);
+}
+
+static void iotune_waiter_remove(struct iotune_waiter *w)
+{
+	if (w->cache != NULL) {
+		DLIST_REMOVE(w->cache->waiters, w);
+		w->cache = NULL;
+	}
+}
+
+static int iotune_waiter_destructor(struct iotune_waiter *w)
+{
+	iotune_waiter_remove(w);
+	return 0;
+}
+
+static void iotune_waiter_add(struct iotune_cache *cache,
+			      struct iotune_waiter *w,
+			      struct tevent_req *req,
+			      bool (*step)(struct iotune_waiter *w))
+{
+	*w = (struct iotune_waiter) {
+		.cache = cache,
+		.step = step,
+		.req = req,
+	};
+	DLIST_ADD_END(cache->waiters, w);
+	talloc_set_destructor(w, iotune_waiter_destructor);
+}
+
+static void iotune_cache_flush_io(struct iotune_cache *cache);
+static void iotune_cache_maybe_release(struct iotune_cache *cache);
+
+static void iotune_cache_wake_handler(struct tevent_context *ev,
+				      struct tevent_immediate *im,
+				      void *private_data)
+{
+	struct iotune_cache *cache = private_data;
+
+	while (cache->waiters != NULL) {
+		if (!cache->waiters->step(cache->waiters)) {
+			return;
+		}
+	}
+	iotune_cache_maybe_release(cache);
+}
+
+static void iotune_log_flush_error(struct iotune_cache *cache, int err)
+{
+	struct iotune_file *owner = iotune_cache_owner(cache);
+
+	DBG_ERR("share '%s': writing cached data of '%s' failed: %s; the "
+		"data is kept and the error goes to the next write, flush "
+		"or close\n",
+		cache->share->name,
+		owner != NULL ? fsp_str_dbg(owner->fsp) : "?",
+		strerror(err));
+}
+
+static void iotune_cache_flush_done(struct tevent_req *subreq)
+{
+	struct iotune_cache *cache = tevent_req_callback_data(
+		subreq, struct iotune_cache);
+	struct vfs_aio_state aio_state = { 0 };
+	ssize_t ret;
+
+	ret = SMB_VFS_PWRITE_RECV(subreq, &aio_state);
+	TALLOC_FREE(subreq);
+	cache->flush_subreq = NULL;
+	cache->proc->flushes_in_flight--;
+
+	iotune_wc_flush_result(&cache->wc, ret, ret < 0 ? aio_state.error : 0,
+			       iotune_now_ms());
+	if (!iotune_wc_flush_in_flight(&cache->wc) && cache->wc.error != 0) {
+		iotune_log_flush_error(cache, cache->wc.error);
+	}
+	iotune_cache_flush_io(cache);
+}
+
+/* Issues the next piece of the flush in flight, or finishes it. */
+static void iotune_cache_flush_io(struct iotune_cache *cache)
+{
+	struct iotune_process *p = cache->proc;
+	struct iotune_file *owner = iotune_cache_owner(cache);
+	struct tevent_req *subreq = NULL;
+	const uint8_t *buf = NULL;
+	uint64_t off;
+	size_t len;
+
+	if (!iotune_wc_flush_next(&cache->wc, &off, &buf, &len)) {
+		iotune_cache_wake(cache);
+		return;
+	}
+	subreq = SMB_VFS_NEXT_PWRITE_SEND(cache, p->flush_ev, owner->handle,
+					  owner->fsp, buf, len, (off_t)off);
+	if (subreq == NULL) {
+		iotune_wc_flush_result(&cache->wc, -1, ENOMEM,
+				       iotune_now_ms());
+		iotune_cache_wake(cache);
+		return;
+	}
+	tevent_req_set_callback(subreq, iotune_cache_flush_done, cache);
+	cache->flush_subreq = subreq;
+	p->flushes_in_flight++;
+	iotune_poll_timer_arm(p);
+}
+
+static bool iotune_cache_start_flush(struct iotune_cache *cache,
+				     enum iotune_flush_reason reason)
+{
+	if (!iotune_wc_flush_begin(&cache->wc, reason, false)) {
+		return false;
+	}
+	DBG_DEBUG("share '%s': flush (%s) of '%s'\n", cache->share->name,
+		  iotune_flush_reason_name(reason),
+		  fsp_str_dbg(iotune_cache_owner(cache)->fsp));
+	iotune_cache_flush_io(cache);
+	return true;
+}
+
+/* Runs flush_ev until no flush of this cache is in flight. */
+static void iotune_cache_wait_idle(struct iotune_cache *cache)
+{
+	while (cache->flush_subreq != NULL) {
+		if (tevent_loop_once(cache->proc->flush_ev) != 0) {
+			DBG_ERR("tevent_loop_once() on the flush context "
+				"failed: %s\n", strerror(errno));
+			smb_panic("iotune: cannot wait for a flush");
+		}
+	}
+}
+
+static ssize_t iotune_cache_sync_pwrite(void *private_data,
+					const void *buf,
+					size_t n,
+					uint64_t off)
+{
+	struct iotune_file *owner = private_data;
+
+	return SMB_VFS_NEXT_PWRITE(owner->handle, owner->fsp, buf, n,
+				   (off_t)off);
+}
+
+/*
+ * Writes everything dirty before returning: for sync VFS calls and for
+ * breaks.  Returns 0 or the errno of a failure, which is then reported.
+ */
+static int iotune_cache_flush_now(struct iotune_cache *cache,
+				  enum iotune_flush_reason reason)
+{
+	struct iotune_file *owner = iotune_cache_owner(cache);
+	struct iotune_wc_io_ops ops = {
+		.pwrite = iotune_cache_sync_pwrite,
+		.private_data = owner,
+	};
+	int err;
+
+	iotune_cache_wait_idle(cache);
+	if (!iotune_wc_is_dirty(&cache->wc)) {
+		return iotune_wc_take_error(&cache->wc);
+	}
+	err = iotune_wc_flush_sync(&cache->wc, reason, &ops, iotune_now_ms());
+	if (err != 0) {
+		iotune_log_flush_error(cache, err);
+	}
+	iotune_cache_wake(cache);
+	return err;
+}
+
+static void iotune_deadline_fn(struct tevent_context *ev,
+			       struct tevent_timer *te,
+			       struct timeval now,
+			       void *private_data);
+
+static void iotune_cache_arm_deadline(struct iotune_cache *cache)
+{
+	uint64_t deadline = iotune_wc_deadline(&cache->wc);
+	uint64_t now = iotune_now_ms();
+	uint64_t delay;
+
+	if (cache->deadline_timer != NULL || deadline == 0) {
+		return;
+	}
+	delay = deadline > now ? deadline - now : 0;
+	cache->deadline_timer = tevent_add_timer(
+		cache->proc->ev, cache,
+		tevent_timeval_current_ofs(delay / 1000,
+					   (delay % 1000) * 1000),
+		iotune_deadline_fn, cache);
+}
+
+static void iotune_deadline_fn(struct tevent_context *ev,
+			       struct tevent_timer *te,
+			       struct timeval now,
+			       void *private_data)
+{
+	struct iotune_cache *cache = private_data;
+	enum iotune_flush_reason reason;
+
+	cache->deadline_timer = NULL;
+	if (iotune_wc_wants_flush(&cache->wc, iotune_now_ms(), &reason)) {
+		iotune_cache_start_flush(cache, reason);
+	}
+	iotune_cache_arm_deadline(cache);
+	iotune_cache_maybe_release(cache);
+}
+
+static void iotune_cache_detach(struct iotune_file *file)
+{
+	struct iotune_cache *cache = file->cache;
+
+	if (cache == NULL) {
+		return;
+	}
+	DLIST_REMOVE(cache->files, file);
+	file->cache = NULL;
+}
+
+static void iotune_cache_destroy(struct iotune_cache *cache)
+{
+	struct iotune_process *p = cache->proc;
+
+	SMB_ASSERT(cache->flush_subreq == NULL);
+	SMB_ASSERT(cache->waiters == NULL);
+	while (cache->files != NULL) {
+		iotune_cache_detach(cache->files);
+	}
+	DLIST_REMOVE(p->caches, cache);
+	p->num_caches--;
+	cache->share->wc_stats.caches_active--;
+	iotune_wc_destroy(&cache->wc);
+	TALLOC_FREE(cache);
+}
+
+/* Frees a cache that has nothing more to do. */
+static void iotune_cache_maybe_release(struct iotune_cache *cache)
+{
+	if (cache->flush_subreq != NULL || cache->waiters != NULL ||
+	    cache->wc.bypass_in_flight > 0 ||
+	    iotune_wc_is_dirty(&cache->wc) || cache->wc.error != 0) {
+		return;
+	}
+	if (cache->disabled || cache->files == NULL ||
+	    cache->deadline_timer == NULL) {
+		iotune_cache_destroy(cache);
+	}
+}
+
+static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
+						struct iotune_file *file)
+{
+	struct iotune_process *p = share->proc;
+	struct iotune_cache *cache = NULL;
+	SMB_STRUCT_STAT st;
+	int ret;
+
+	if (p->num_caches >= share->config.write_cache_max_files) {
+		share->wc_stats.caches_refused++;
+		DBG_INFO("share '%s': %u write caches active, '%s' is not "
+			 "cached\n", share->name, p->num_caches,
+			 fsp_str_dbg(file->fsp));
+		return NULL;
+	}
+	ret = SMB_VFS_NEXT_FSTAT(file->handle, file->fsp, &st);
+	if (ret != 0) {
+		return NULL;
+	}
+	cache = talloc_zero(p, struct iotune_cache);
+	if (cache == NULL) {
+		return NULL;
+	}
+	cache->wake_im = tevent_create_immediate(cache);
+	if (cache->wake_im == NULL) {
+		TALLOC_FREE(cache);
+		return NULL;
+	}
+	ret = iotune_wc_init(&cache->wc, share->config.write_cache_size,
+			     share->config.write_cache_flush_timeout_ms,
+			     (uint64_t)st.st_ex_size, &share->wc_stats);
+	if (ret != 0) {
+		TALLOC_FREE(cache);
+		return NULL;
+	}
+	cache->proc = p;
+	cache->share = share;
+	cache->id = file->fsp->file_id;
+	cache->gen = ++p->next_cache_gen;
+	DLIST_ADD(p->caches, cache);
+	p->num_caches++;
+	share->wc_stats.caches_active++;
+	return cache;
+}
+
+/*
+ * The cache a write of this handle goes to: NULL when it must go to disk
+ * directly.
+ */
+static struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
+						   struct iotune_file *file,
+						   struct files_struct *fsp)
+{
+	struct iotune_cache *cache = iotune_cache_of(fsp);
+	bool may = iotune_fsp_may_cache(share, file, fsp);
+
+	DBG_DEBUG("'%s': oplock %d, break sent %d, may cache %d, cache %p\n",
+		  fsp_str_dbg(fsp), fsp->oplock_type, fsp->sent_oplock_break,
+		  may, cache);
+
+	if (cache != NULL) {
+		if (!may) {
+			cache->disabled = true;
+		} else if (file->cache == NULL && !cache->disabled) {
+			DLIST_ADD_END(cache->files, file);
+			file->cache = cache;
+		}
+		return cache;
+	}
+	if (!may) {
+		return NULL;
+	}
+	cache = iotune_cache_create(share, file);
+	if (cache != NULL) {
+		DLIST_ADD_END(cache->files, file);
+		file->cache = cache;
+	}
+	return cache;
+}
+
+/*
+ * At BEFORE_WAIT: write out every cache whose handles lost, or are losing,
+ * their oplock or lease, before smbd can read the client's ack.
+ */
+static void iotune_check_breaks(struct iotune_process *p)
+{
+	struct iotune_cache *cache = NULL;
+	struct iotune_cache *next = NULL;
+
+	for (cache = p->caches; cache != NULL; cache = next) {
+		next = cache->next;
+		if (iotune_cache_may_continue(cache)) {
+			continue;
+		}
+		cache->disabled = true;
+		if (iotune_wc_is_dirty(&cache->wc) ||
+		    cache->flush_subreq != NULL) {
+			DBG_DEBUG("share '%s': '%s' may no longer cache\n",
+				  cache->share->name,
+				  cache->files != NULL ?
+				  fsp_str_dbg(cache->files->fsp) : "?");
+			(void)iotune_cache_flush_now(cache,
+						     IOTUNE_FLUSH_BREAK);
+		}
+		if (cache->waiters != NULL) {
+			iotune_poke_main_loop(p);
+			continue;
+		}
+		iotune_cache_maybe_release(cache);
+	}
+}
+
+static void iotune_trace_callback(enum tevent_trace_point point,
+				  void *private_data)
+{
+	struct iotune_process *p = private_data;
+
+	if (point == TEVENT_TRACE_BEFORE_WAIT && p->caches != NULL) {
+		iotune_check_breaks(p);
+	}
+	if (p->prev_trace_cb != NULL) {
+		p->prev_trace_cb(point, p->prev_trace_private);
+	}
+}
+
+/* Runs completions that flush_ev has ready, without blocking. */
+static void iotune_poll_marker(struct tevent_context *ev,
+			       struct tevent_timer *te,
+			       struct timeval now,
+			       void *private_data)
+{
+	bool *fired = private_data;
+
+	*fired = true;
+}
+
+static void iotune_poll_flush_ev(struct iotune_process *p)
+{
+	bool fired = false;
+	struct tevent_timer *te = NULL;
+
+	te = tevent_add_timer(p->flush_ev, p, tevent_timeval_zero(),
+			      iotune_poll_marker, &fired);
+	if (te == NULL) {
+		return;
+	}
+	while (!fired) {
+		if (tevent_loop_once(p->flush_ev) != 0) {
+			TALLOC_FREE(te);
+			break;
+		}
+	}
+}
+
+static void iotune_poll_timer_fn(struct tevent_context *ev,
+				 struct tevent_timer *te,
+				 struct timeval now,
+				 void *private_data)
+{
+	struct iotune_process *p = private_data;
+
+	p->poll_timer = NULL;
+	iotune_poll_flush_ev(p);
+	iotune_poll_timer_arm(p);
+}
+
+static void iotune_poll_timer_arm(struct iotune_process *p)
+{
+	if (p->poll_timer != NULL || p->flushes_in_flight == 0) {
+		return;
+	}
+	p->poll_timer = tevent_add_timer(p->ev, p,
+					 tevent_timeval_current_ofs(0, 1000),
+					 iotune_poll_timer_fn, p);
+}
+
+static int iotune_process_destructor(struct iotune_process *p)
+{
+	tevent_trace_callback_t cb = NULL;
+	void *private_data = NULL;
+
+	tevent_get_trace_callback(p->ev, &cb, &private_data);
+	if (cb == iotune_trace_callback && private_data == p) {
+		tevent_set_trace_callback(p->ev, p->prev_trace_cb,
+					  p->prev_trace_private);
+	}
+	if (iotune_proc == p) {
+		iotune_proc = NULL;
+	}
+	return 0;
+}
+
+static struct iotune_process *iotune_process_get(struct tevent_context *ev)
+{
+	struct iotune_process *p = iotune_proc;
+
+	if (p != NULL) {
+		p->connections++;
+		return p;
+	}
+	p = talloc_zero(NULL, struct iotune_process);
+	if (p == NULL) {
+		return NULL;
+	}
+	p->ev = ev;
+	p->flush_ev = samba_tevent_context_init(p);
+	p->poke_im = tevent_create_immediate(p);
+	p->tctx = tevent_threaded_context_create(p, ev);
+	if (p->flush_ev == NULL || p->poke_im == NULL || p->tctx == NULL) {
+		TALLOC_FREE(p);
+		return NULL;
+	}
+	tevent_get_trace_callback(ev, &p->prev_trace_cb,
+				  &p->prev_trace_private);
+	tevent_set_trace_callback(ev, iotune_trace_callback, p);
+	talloc_set_destructor(p, iotune_process_destructor);
+	p->connections = 1;
+	iotune_proc = p;
+	return p;
+}
+
+static void iotune_process_put(struct iotune_process *p)
+{
+	if (--p->connections > 0) {
+		return;
+	}
+	SMB_ASSERT(p->caches == NULL);
+	TALLOC_FREE(p);
+}
+
+/* Modules that complete async I/O on their own tevent context */
+static const char *iotune_incompatible_below[] = { "io_uring", NULL };
+
+static const char *iotune_incompatible_module(int snum)
+{
+	const char **objects = lp_vfs_objects(snum);
+	bool below = false;
+	size_t i;
+	size_t j;
+
+	for (i = 0; objects != NULL && objects[i] != NULL; i++) {
+		if (strequal(objects[i], IOTUNE_MODULE_NAME)) {
+			below = true;
+			continue;
+		}
+		for (j = 0; below && iotune_incompatible_below[j] != NULL;
+		     j++) {
+			if (strequal(objects[i], iotune_incompatible_below[j])) {
+				return objects[i];
+			}
+		}
+	}
+	return NULL;
+}
+
+static int iotune_share_destructor(struct iotune_share *share)
+{
+	struct iotune_cache *cache = NULL;
+	struct iotune_cache *next = NULL;
+
+	for (cache = share->proc->caches; cache != NULL; cache = next) {
+		next = cache->next;
+		if (cache->share != share) {
+			continue;
+		}
+		(void)iotune_cache_flush_now(cache, IOTUNE_FLUSH_DISCONNECT);
+		cache->waiters = NULL;
+		iotune_cache_destroy(cache);
+	}
+	iotune_process_put(share->proc);
+	return 0;
+}
+
 static int iotune_connect(struct vfs_handle_struct *handle,
 			  const char *service,
 			  const char *user)
 {
 	struct iotune_share *share = NULL;
 	int snum = SNUM(handle->conn);
+	const char *bad_module = NULL;
 	char errbuf[512];
 	char desc[512];
 	int ret;
@@ -82,6 +827,25 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 		errno = EINVAL;
 		return -1;
 	}
+	bad_module = iotune_incompatible_module(snum);
+	if (bad_module != NULL) {
+		DBG_ERR("share '%s': 'vfs objects' lists '%s' after iotune; "
+			"iotune must be below it or it must go; refusing the "
+			"tree connect\n", service, bad_module);
+		TALLOC_FREE(share);
+		errno = EINVAL;
+		return -1;
+	}
+
+	share->proc = iotune_process_get(handle->conn->sconn->ev_ctx);
+	if (share->proc == NULL) {
+		TALLOC_FREE(share);
+		errno = ENOMEM;
+		return -1;
+	}
+	share->name = lp_const_servicename(snum);
+	share->sync_always = lp_sync_always(snum);
+	talloc_set_destructor(share, iotune_share_destructor);
 
 	ret = SMB_VFS_NEXT_CONNECT(handle, service, user);
 	if (ret < 0) {
@@ -104,6 +868,14 @@ static void iotune_disconnect(struct vfs_handle_struct *handle)
 	SMB_VFS_NEXT_DISCONNECT(handle);
 }
 
+/* called when smbd drops the fsp extension */
+static void iotune_file_destroy(void *p_data)
+{
+	struct iotune_file *file = p_data;
+
+	iotune_cache_detach(file);
+}
+
 static int iotune_openat(struct vfs_handle_struct *handle,
 			 const struct files_struct *dirfsp,
 			 const struct smb_filename *smb_fname,
@@ -114,36 +886,429 @@ static int iotune_openat(struct vfs_handle_struct *handle,
 	int fd;
 
 	fd = SMB_VFS_NEXT_OPENAT(handle, dirfsp, smb_fname, fsp, how);
-	if (fd == -1 || fsp->fsp_flags.is_pathref || fsp->fsp_flags.is_directory) {
+	if (fd == -1 || (how->flags & O_PATH) ||
+	    fsp->fsp_flags.is_directory) {
 		return fd;
 	}
 
-	file = VFS_FETCH_FSP_EXTENSION(handle, fsp);
+	file = iotune_file_of(handle, fsp);
 	if (file == NULL) {
 		file = VFS_ADD_FSP_EXTENSION(handle, fsp, struct iotune_file,
-					     NULL);
-	}
-	if (file == NULL) {
-		int saved_errno = ENOMEM;
-
-		SMB_VFS_NEXT_CLOSE(handle, fsp);
-		errno = saved_errno;
-		return -1;
+					     iotune_file_destroy);
+		if (file == NULL) {
+			SMB_VFS_NEXT_CLOSE(handle, fsp);
+			errno = ENOMEM;
+			return -1;
+		}
+		*file = (struct iotune_file) { .handle = handle, .fsp = fsp };
 	}
 	file->fd = fd;
+	file->write_through = (how->flags & (O_SYNC | O_DSYNC)) != 0;
 	return fd;
 }
 
+/*
+ * The last handle of a cache that closes writes it out; another one
+ * closing only leaves (its data is in the cache, which stays).
+ */
 static int iotune_close(struct vfs_handle_struct *handle,
 			struct files_struct *fsp)
 {
-	struct iotune_file *file = VFS_FETCH_FSP_EXTENSION(handle, fsp);
+	struct iotune_file *file = iotune_file_of(handle, fsp);
+	struct iotune_cache *cache = NULL;
+	int err = 0;
+	int ret;
 
-	if (file != NULL && file->fd == fsp_get_pathref_fd(fsp)) {
-		VFS_REMOVE_FSP_EXTENSION(handle, fsp);
+	if (file == NULL || file->fd != fsp_get_pathref_fd(fsp)) {
+		return SMB_VFS_NEXT_CLOSE(handle, fsp);
 	}
-	return SMB_VFS_NEXT_CLOSE(handle, fsp);
+	cache = file->cache;
+	if (cache != NULL) {
+		err = iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);
+		iotune_cache_detach(file);
+		if (cache->files == NULL) {
+			cache->disabled = true;
+			cache->waiters = NULL;
+			iotune_cache_destroy(cache);
+		}
+	}
+	VFS_REMOVE_FSP_EXTENSION(handle, fsp);
+	ret = SMB_VFS_NEXT_CLOSE(handle, fsp);
+	if (ret == 0 && err != 0) {
+		errno = err;
+		return -1;
+	}
+	return ret;
 }
+
+/*
+ * Before a call that works on the file directly (size changes, sendfile,
+ * sync I/O, server-side copy): write everything out and wait for it.
+ */
+static int iotune_flush_for(struct files_struct *fsp,
+			    enum iotune_flush_reason reason)
+{
+	struct iotune_cache *cache = iotune_cache_of(fsp);
+
+	if (cache == NULL) {
+		return 0;
+	}
+	return iotune_cache_flush_now(cache, reason);
+}
+
+/*
+ * Waits, in FIFO order with the writes, until the cache holds no data
+ * written before it; then calls then() with 0 or the flush error.
+ */
+struct iotune_barrier {
+	struct iotune_waiter waiter;
+	enum iotune_flush_reason reason;
+	void (*then)(struct tevent_req *req, int err);
+};
+
+static bool iotune_barrier_step(struct iotune_waiter *w)
+{
+	struct iotune_barrier *b = talloc_get_type_abort(
+		w, struct iotune_barrier);
+	struct iotune_cache *cache = w->cache;
+	struct tevent_req *req = w->req;
+	int err;
+
+	if (iotune_wc_is_dirty(&cache->wc) || cache->flush_subreq != NULL) {
+		if (cache->flush_subreq == NULL &&
+		    !iotune_cache_start_flush(cache, b->reason) &&
+		    cache->wc.error == 0) {
+			return false;	/* behind a bypass write in flight */
+		}
+		if (cache->flush_subreq != NULL) {
+			return false;
+		}
+	}
+	err = iotune_wc_take_error(&cache->wc);
+	iotune_waiter_remove(w);
+	b->then(req, err);
+	return true;
+}
+
+static bool iotune_barrier_add(struct tevent_req *req,
+			       struct iotune_cache *cache,
+			       enum iotune_flush_reason reason,
+			       void (*then)(struct tevent_req *req, int err))
+{
+	struct iotune_barrier *b = talloc(req, struct iotune_barrier);
+
+	if (b == NULL) {
+		return false;
+	}
+	b->reason = reason;
+	b->then = then;
+	iotune_waiter_add(cache, &b->waiter, req, iotune_barrier_step);
+	talloc_set_name_const(b, "struct iotune_barrier");
+	iotune_cache_wake(cache);
+	return true;
+}
+
+/* Writes: absorbed by the cache, or sent to disk past it. */
+
+struct iotune_pwrite_state {
+	struct tevent_context *ev;
+	struct vfs_handle_struct *handle;
+	struct files_struct *fsp;
+	struct iotune_share *share;
+	const void *data;
+	size_t n;
+	off_t offset;
+	uint64_t cache_gen;
+	struct iotune_waiter *waiter;
+	ssize_t ret;
+	struct vfs_aio_state vfs_aio_state;
+};
+
+enum iotune_step {
+	IOTUNE_STEP_DONE,
+	IOTUNE_STEP_FAILED,
+	IOTUNE_STEP_DISPATCHED,
+	IOTUNE_STEP_WAIT,
+};
+
+static void iotune_pwrite_disk_done(struct tevent_req *subreq);
+
+static bool iotune_pwrite_to_disk(struct tevent_req *req,
+				  struct iotune_cache *cache)
+{
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+	struct tevent_req *subreq = NULL;
+
+	subreq = SMB_VFS_NEXT_PWRITE_SEND(state, state->ev, state->handle,
+					  state->fsp, state->data, state->n,
+					  state->offset);
+	if (subreq == NULL) {
+		return false;
+	}
+	tevent_req_set_callback(subreq, iotune_pwrite_disk_done, req);
+	if (cache != NULL) {
+		state->cache_gen = cache->gen;
+		iotune_wc_bypass_start(&cache->wc, (uint64_t)state->offset,
+				       state->n);
+	}
+	return true;
+}
+
+static void iotune_pwrite_disk_done(struct tevent_req *subreq)
+{
+	struct tevent_req *req = tevent_req_callback_data(
+		subreq, struct tevent_req);
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+	struct iotune_cache *cache = NULL;
+
+	state->ret = SMB_VFS_PWRITE_RECV(subreq, &state->vfs_aio_state);
+	TALLOC_FREE(subreq);
+	cache = iotune_cache_of(state->fsp);
+	if (cache != NULL && state->cache_gen == cache->gen) {
+		iotune_wc_bypass_done(&cache->wc, (uint64_t)state->offset,
+				      state->n, state->ret);
+		iotune_cache_wake(cache);
+	}
+	tevent_req_done(req);
+}
+
+static void iotune_after_absorb(struct iotune_cache *cache)
+{
+	enum iotune_flush_reason reason;
+
+	if (cache->flush_subreq == NULL &&
+	    iotune_wc_wants_flush(&cache->wc, iotune_now_ms(), &reason)) {
+		iotune_cache_start_flush(cache, reason);
+	}
+	iotune_cache_arm_deadline(cache);
+}
+
+static enum iotune_step iotune_pwrite_step(struct tevent_req *req,
+					   struct iotune_cache *cache,
+					   int *err)
+{
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+	enum iotune_flush_reason reason = IOTUNE_FLUSH_NONCONTIG;
+	enum iotune_wc_verdict v;
+	int tries;
+
+	for (tries = 0; tries < 3; tries++) {
+		if (cache->disabled) {
+			/* to disk, after everything cached before it */
+			reason = IOTUNE_FLUSH_BREAK;
+			if (iotune_wc_is_dirty(&cache->wc)) {
+				v = IOTUNE_WC_FLUSH_FIRST;
+			} else if (cache->wc.error != 0) {
+				*err = iotune_wc_take_error(&cache->wc);
+				v = IOTUNE_WC_ERROR;
+			} else {
+				state->share->wc_stats.writes_total++;
+				state->share->wc_stats.writes_bypassed++;
+				v = IOTUNE_WC_BYPASS;
+			}
+		} else {
+			v = iotune_wc_write(&cache->wc,
+					    (uint64_t)state->offset,
+					    state->data, state->n,
+					    iotune_now_ms(), &reason, err);
+		}
+		switch (v) {
+		case IOTUNE_WC_ABSORBED:
+			state->ret = (ssize_t)state->n;
+			iotune_after_absorb(cache);
+			return IOTUNE_STEP_DONE;
+		case IOTUNE_WC_ERROR:
+			return IOTUNE_STEP_FAILED;
+		case IOTUNE_WC_BYPASS:
+			if (!iotune_pwrite_to_disk(req, cache)) {
+				*err = ENOMEM;
+				return IOTUNE_STEP_FAILED;
+			}
+			return IOTUNE_STEP_DISPATCHED;
+		case IOTUNE_WC_FLUSH_FIRST:
+			if (cache->flush_subreq != NULL ||
+			    !iotune_cache_start_flush(cache, reason)) {
+				if (cache->wc.error != 0) {
+					continue;
+				}
+				return IOTUNE_STEP_WAIT;
+			}
+			continue;
+		}
+	}
+	return IOTUNE_STEP_WAIT;
+}
+
+static bool iotune_pwrite_waiter_step(struct iotune_waiter *w)
+{
+	struct tevent_req *req = w->req;
+	int err = 0;
+
+	switch (iotune_pwrite_step(req, w->cache, &err)) {
+	case IOTUNE_STEP_WAIT:
+		return false;
+	case IOTUNE_STEP_DONE:
+		iotune_waiter_remove(w);
+		tevent_req_done(req);
+		return true;
+	case IOTUNE_STEP_FAILED:
+		iotune_waiter_remove(w);
+		tevent_req_error(req, err);
+		return true;
+	case IOTUNE_STEP_DISPATCHED:
+		iotune_waiter_remove(w);
+		return true;
+	}
+	return false;
+}
+
+static bool iotune_pwrite_wait(struct tevent_req *req,
+			       struct iotune_cache *cache)
+{
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+
+	state->waiter = talloc(state, struct iotune_waiter);
+	if (state->waiter == NULL) {
+		return false;
+	}
+	iotune_waiter_add(cache, state->waiter, req,
+			  iotune_pwrite_waiter_step);
+	return true;
+}
+
+static struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
+					     TALLOC_CTX *mem_ctx,
+					     struct tevent_context *ev,
+					     struct files_struct *fsp,
+					     const void *data,
+					     size_t n,
+					     off_t offset)
+{
+	struct tevent_req *req = NULL;
+	struct iotune_pwrite_state *state = NULL;
+	struct iotune_share *share = iotune_share_of(handle);
+	struct iotune_file *file = iotune_file_of(handle, fsp);
+	struct iotune_cache *cache = NULL;
+	int err = 0;
+
+	req = tevent_req_create(mem_ctx, &state, struct iotune_pwrite_state);
+	if (req == NULL) {
+		return NULL;
+	}
+	*state = (struct iotune_pwrite_state) {
+		.ev = ev, .handle = handle, .fsp = fsp, .share = share,
+		.data = data, .n = n, .offset = offset,
+	};
+
+	if (file != NULL && offset >= 0) {
+		cache = iotune_cache_for_write(share, file, fsp);
+	}
+	if (cache == NULL) {
+		share->wc_stats.writes_total++;
+		share->wc_stats.writes_bypassed++;
+		if (!iotune_pwrite_to_disk(req, NULL)) {
+			tevent_req_error(req, ENOMEM);
+			return tevent_req_post(req, ev);
+		}
+		return req;
+	}
+	if (cache->waiters != NULL) {
+		if (!iotune_pwrite_wait(req, cache)) {
+			tevent_req_error(req, ENOMEM);
+			return tevent_req_post(req, ev);
+		}
+		return req;
+	}
+	switch (iotune_pwrite_step(req, cache, &err)) {
+	case IOTUNE_STEP_DONE:
+		tevent_req_done(req);
+		return tevent_req_post(req, ev);
+	case IOTUNE_STEP_FAILED:
+		tevent_req_error(req, err);
+		return tevent_req_post(req, ev);
+	case IOTUNE_STEP_DISPATCHED:
+		return req;
+	case IOTUNE_STEP_WAIT:
+		break;
+	}
+	if (!iotune_pwrite_wait(req, cache)) {
+		tevent_req_error(req, ENOMEM);
+		return tevent_req_post(req, ev);
+	}
+	return req;
+}
+
+static ssize_t iotune_pwrite_recv(struct tevent_req *req,
+				  struct vfs_aio_state *vfs_aio_state)
+{
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+	ssize_t ret = state->ret;
+
+	if (tevent_req_is_unix_error(req, &vfs_aio_state->error)) {
+		tevent_req_received(req);
+		return -1;
+	}
+	*vfs_aio_state = state->vfs_aio_state;
+	tevent_req_received(req);
+	return ret;
+}
+
+/* The sync write paths write out the cache first, then go to disk. */
+static ssize_t iotune_pwrite(struct vfs_handle_struct *handle,
+			     struct files_struct *fsp,
+			     const void *data,
+			     size_t n,
+			     off_t offset)
+{
+	struct iotune_share *share = iotune_share_of(handle);
+	struct iotune_cache *cache = NULL;
+	ssize_t ret;
+	int err;
+
+	err = iotune_flush_for(fsp, IOTUNE_FLUSH_SYNC_IO);
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	share->wc_stats.writes_total++;
+	share->wc_stats.writes_bypassed++;
+	ret = SMB_VFS_NEXT_PWRITE(handle, fsp, data, n, offset);
+	cache = iotune_cache_of(fsp);
+	if (cache != NULL) {
+		iotune_wc_note_disk_write(&cache->wc, (uint64_t)offset, ret);
+	}
+	return ret;
+}
+
+static ssize_t iotune_recvfile(struct vfs_handle_struct *handle,
+			       int fromfd,
+			       struct files_struct *tofsp,
+			       off_t offset,
+			       size_t n)
+{
+	struct iotune_cache *cache = NULL;
+	ssize_t ret;
+	int err;
+
+	err = iotune_flush_for(tofsp, IOTUNE_FLUSH_SYNC_IO);
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	ret = SMB_VFS_NEXT_RECVFILE(handle, fromfd, tofsp, offset, n);
+	cache = iotune_cache_of(tofsp);
+	if (cache != NULL) {
+		iotune_wc_note_disk_write(&cache->wc, (uint64_t)offset, ret);
+	}
+	return ret;
+}
+
+/* Reads: from memory when all cached, else disk data overlaid. */
 
 static ssize_t iotune_pread(struct vfs_handle_struct *handle,
 			    struct files_struct *fsp,
@@ -151,13 +1316,40 @@ static ssize_t iotune_pread(struct vfs_handle_struct *handle,
 			    size_t n,
 			    off_t offset)
 {
-	return SMB_VFS_NEXT_PREAD(handle, fsp, data, n, offset);
+	struct iotune_cache *cache = iotune_cache_of(fsp);
+	size_t got;
+	ssize_t ret;
+
+	if (cache != NULL && offset >= 0 &&
+	    iotune_wc_read_cached(&cache->wc, (uint64_t)offset, data, n,
+				  &got)) {
+		return (ssize_t)got;
+	}
+	ret = SMB_VFS_NEXT_PREAD(handle, fsp, data, n, offset);
+	if (ret < 0 || cache == NULL || offset < 0) {
+		return ret;
+	}
+	return (ssize_t)iotune_wc_read_overlay(&cache->wc, NULL,
+					       (uint64_t)offset, data, n,
+					       (size_t)ret);
 }
 
 struct iotune_pread_state {
+	struct files_struct *fsp;
+	void *data;
+	size_t n;
+	off_t offset;
+	struct iotune_wc_snapshot *snap;
 	ssize_t ret;
 	struct vfs_aio_state vfs_aio_state;
 };
+
+static int iotune_pread_state_destructor(struct iotune_pread_state *state)
+{
+	iotune_wc_snapshot_free(state->snap);
+	state->snap = NULL;
+	return 0;
+}
 
 static void iotune_pread_done(struct tevent_req *subreq);
 
@@ -172,10 +1364,32 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 	struct tevent_req *req = NULL;
 	struct tevent_req *subreq = NULL;
 	struct iotune_pread_state *state = NULL;
+	struct iotune_cache *cache = iotune_cache_of(fsp);
+	size_t got;
+	int err;
 
 	req = tevent_req_create(mem_ctx, &state, struct iotune_pread_state);
 	if (req == NULL) {
 		return NULL;
+	}
+	*state = (struct iotune_pread_state) {
+		.fsp = fsp, .data = data, .n = n, .offset = offset,
+	};
+	talloc_set_destructor(state, iotune_pread_state_destructor);
+
+	if (cache != NULL && offset >= 0) {
+		if (iotune_wc_read_cached(&cache->wc, (uint64_t)offset, data,
+					  n, &got)) {
+			state->ret = (ssize_t)got;
+			tevent_req_done(req);
+			return tevent_req_post(req, ev);
+		}
+		err = iotune_wc_snapshot_take(&cache->wc, (uint64_t)offset, n,
+					      &state->snap);
+		if (err != 0) {
+			tevent_req_error(req, err);
+			return tevent_req_post(req, ev);
+		}
 	}
 
 	subreq = SMB_VFS_NEXT_PREAD_SEND(state, ev, handle, fsp, data, n,
@@ -193,9 +1407,19 @@ static void iotune_pread_done(struct tevent_req *subreq)
 		subreq, struct tevent_req);
 	struct iotune_pread_state *state = tevent_req_data(
 		req, struct iotune_pread_state);
+	struct iotune_cache *cache = NULL;
 
 	state->ret = SMB_VFS_PREAD_RECV(subreq, &state->vfs_aio_state);
 	TALLOC_FREE(subreq);
+	if (state->ret >= 0 && state->offset >= 0) {
+		cache = iotune_cache_of(state->fsp);
+		if (cache != NULL || state->snap != NULL) {
+			state->ret = (ssize_t)iotune_wc_read_overlay(
+				cache != NULL ? &cache->wc : NULL,
+				state->snap, (uint64_t)state->offset,
+				state->data, state->n, (size_t)state->ret);
+		}
+	}
 	tevent_req_done(req);
 }
 
@@ -215,82 +1439,51 @@ static ssize_t iotune_pread_recv(struct tevent_req *req,
 	return ret;
 }
 
-static ssize_t iotune_pwrite(struct vfs_handle_struct *handle,
-			     struct files_struct *fsp,
-			     const void *data,
-			     size_t n,
-			     off_t offset)
+static ssize_t iotune_sendfile(struct vfs_handle_struct *handle,
+			       int tofd,
+			       struct files_struct *fromfsp,
+			       const DATA_BLOB *hdr,
+			       off_t offset,
+			       size_t n)
 {
-	return SMB_VFS_NEXT_PWRITE(handle, fsp, data, n, offset);
-}
+	int err = iotune_flush_for(fromfsp, IOTUNE_FLUSH_SENDFILE);
 
-struct iotune_pwrite_state {
-	ssize_t ret;
-	struct vfs_aio_state vfs_aio_state;
-};
-
-static void iotune_pwrite_done(struct tevent_req *subreq);
-
-static struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
-					     TALLOC_CTX *mem_ctx,
-					     struct tevent_context *ev,
-					     struct files_struct *fsp,
-					     const void *data,
-					     size_t n,
-					     off_t offset)
-{
-	struct tevent_req *req = NULL;
-	struct tevent_req *subreq = NULL;
-	struct iotune_pwrite_state *state = NULL;
-
-	req = tevent_req_create(mem_ctx, &state, struct iotune_pwrite_state);
-	if (req == NULL) {
-		return NULL;
-	}
-
-	subreq = SMB_VFS_NEXT_PWRITE_SEND(state, ev, handle, fsp, data, n,
-					  offset);
-	if (tevent_req_nomem(subreq, req)) {
-		return tevent_req_post(req, ev);
-	}
-	tevent_req_set_callback(subreq, iotune_pwrite_done, req);
-	return req;
-}
-
-static void iotune_pwrite_done(struct tevent_req *subreq)
-{
-	struct tevent_req *req = tevent_req_callback_data(
-		subreq, struct tevent_req);
-	struct iotune_pwrite_state *state = tevent_req_data(
-		req, struct iotune_pwrite_state);
-
-	state->ret = SMB_VFS_PWRITE_RECV(subreq, &state->vfs_aio_state);
-	TALLOC_FREE(subreq);
-	tevent_req_done(req);
-}
-
-static ssize_t iotune_pwrite_recv(struct tevent_req *req,
-				  struct vfs_aio_state *vfs_aio_state)
-{
-	struct iotune_pwrite_state *state = tevent_req_data(
-		req, struct iotune_pwrite_state);
-	ssize_t ret = state->ret;
-
-	if (tevent_req_is_unix_error(req, &vfs_aio_state->error)) {
-		tevent_req_received(req);
+	if (err != 0) {
+		errno = err;
 		return -1;
 	}
-	*vfs_aio_state = state->vfs_aio_state;
-	tevent_req_received(req);
-	return ret;
+	return SMB_VFS_NEXT_SENDFILE(handle, tofd, fromfsp, hdr, offset, n);
 }
 
+/* SMB2 FLUSH and write-through: the cache first, then the real fsync. */
+
 struct iotune_fsync_state {
+	struct tevent_context *ev;
+	struct vfs_handle_struct *handle;
+	struct files_struct *fsp;
 	int ret;
 	struct vfs_aio_state vfs_aio_state;
 };
 
 static void iotune_fsync_done(struct tevent_req *subreq);
+
+static void iotune_fsync_next(struct tevent_req *req, int err)
+{
+	struct iotune_fsync_state *state = tevent_req_data(
+		req, struct iotune_fsync_state);
+	struct tevent_req *subreq = NULL;
+
+	if (err != 0) {
+		tevent_req_error(req, err);
+		return;
+	}
+	subreq = SMB_VFS_NEXT_FSYNC_SEND(state, state->ev, state->handle,
+					 state->fsp);
+	if (tevent_req_nomem(subreq, req)) {
+		return;
+	}
+	tevent_req_set_callback(subreq, iotune_fsync_done, req);
+}
 
 static struct tevent_req *iotune_fsync_send(struct vfs_handle_struct *handle,
 					    TALLOC_CTX *mem_ctx,
@@ -298,19 +1491,28 @@ static struct tevent_req *iotune_fsync_send(struct vfs_handle_struct *handle,
 					    struct files_struct *fsp)
 {
 	struct tevent_req *req = NULL;
-	struct tevent_req *subreq = NULL;
 	struct iotune_fsync_state *state = NULL;
+	struct iotune_cache *cache = iotune_cache_of(fsp);
 
 	req = tevent_req_create(mem_ctx, &state, struct iotune_fsync_state);
 	if (req == NULL) {
 		return NULL;
 	}
-
-	subreq = SMB_VFS_NEXT_FSYNC_SEND(state, ev, handle, fsp);
-	if (tevent_req_nomem(subreq, req)) {
+	*state = (struct iotune_fsync_state) {
+		.ev = ev, .handle = handle, .fsp = fsp,
+	};
+	if (cache == NULL) {
+		iotune_fsync_next(req, 0);
+		if (!tevent_req_is_in_progress(req)) {
+			return tevent_req_post(req, ev);
+		}
+		return req;
+	}
+	if (!iotune_barrier_add(req, cache, IOTUNE_FLUSH_FSYNC,
+				iotune_fsync_next)) {
+		tevent_req_error(req, ENOMEM);
 		return tevent_req_post(req, ev);
 	}
-	tevent_req_set_callback(subreq, iotune_fsync_done, req);
 	return req;
 }
 
@@ -342,11 +1544,26 @@ static int iotune_fsync_recv(struct tevent_req *req,
 	return ret;
 }
 
+/* Size changes: the cache is written out first. */
+
 static int iotune_ftruncate(struct vfs_handle_struct *handle,
 			    struct files_struct *fsp,
 			    off_t offset)
 {
-	return SMB_VFS_NEXT_FTRUNCATE(handle, fsp, offset);
+	struct iotune_cache *cache = NULL;
+	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_SIZE_CHANGE);
+	int ret;
+
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	ret = SMB_VFS_NEXT_FTRUNCATE(handle, fsp, offset);
+	cache = iotune_cache_of(fsp);
+	if (ret == 0 && cache != NULL && offset >= 0) {
+		iotune_wc_set_disk_size(&cache->wc, (uint64_t)offset);
+	}
+	return ret;
 }
 
 static int iotune_fallocate(struct vfs_handle_struct *handle,
@@ -355,43 +1572,83 @@ static int iotune_fallocate(struct vfs_handle_struct *handle,
 			    off_t offset,
 			    off_t len)
 {
-	return SMB_VFS_NEXT_FALLOCATE(handle, fsp, mode, offset, len);
+	struct iotune_cache *cache = NULL;
+	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_SIZE_CHANGE);
+	int ret;
+
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	ret = SMB_VFS_NEXT_FALLOCATE(handle, fsp, mode, offset, len);
+	cache = iotune_cache_of(fsp);
+	if (ret == 0 && cache != NULL &&
+	    !(mode & VFS_FALLOCATE_FL_KEEP_SIZE) && offset >= 0 && len > 0) {
+		iotune_wc_note_disk_write(&cache->wc, (uint64_t)offset, len);
+	}
+	return ret;
 }
 
+/* The size a client sees includes data still in the cache. */
 static int iotune_fstat(struct vfs_handle_struct *handle,
 			struct files_struct *fsp,
 			SMB_STRUCT_STAT *sbuf)
 {
-	return SMB_VFS_NEXT_FSTAT(handle, fsp, sbuf);
+	struct iotune_cache *cache = NULL;
+	uint64_t size;
+	int ret;
+
+	ret = SMB_VFS_NEXT_FSTAT(handle, fsp, sbuf);
+	if (ret != 0) {
+		return ret;
+	}
+	cache = iotune_cache_of(fsp);
+	if (cache == NULL || fsp_is_alternate_stream(fsp)) {
+		return 0;
+	}
+	size = iotune_wc_logical_size(&cache->wc);
+	if (size > (uint64_t)sbuf->st_ex_size) {
+		sbuf->st_ex_size = (off_t)size;
+	}
+	return 0;
 }
 
-static ssize_t iotune_sendfile(struct vfs_handle_struct *handle,
-			       int tofd,
-			       struct files_struct *fromfsp,
-			       const DATA_BLOB *hdr,
-			       off_t offset,
-			       size_t n)
-{
-	return SMB_VFS_NEXT_SENDFILE(handle, tofd, fromfsp, hdr, offset, n);
-}
-
-static ssize_t iotune_recvfile(struct vfs_handle_struct *handle,
-			       int fromfd,
-			       struct files_struct *tofsp,
-			       off_t offset,
-			       size_t n)
-{
-	return SMB_VFS_NEXT_RECVFILE(handle, fromfd, tofsp, offset, n);
-}
+/* Server-side copy: the source's cache is written out first. */
 
 struct iotune_offload_read_state {
+	struct tevent_context *ev;
 	struct vfs_handle_struct *handle;
+	struct files_struct *fsp;
+	uint32_t fsctl;
+	uint32_t ttl;
+	off_t offset;
+	size_t to_copy;
 	uint32_t flags;
 	uint64_t xferlen;
 	DATA_BLOB token;
 };
 
 static void iotune_offload_read_done(struct tevent_req *subreq);
+
+static void iotune_offload_read_next(struct tevent_req *req, int err)
+{
+	struct iotune_offload_read_state *state = tevent_req_data(
+		req, struct iotune_offload_read_state);
+	struct tevent_req *subreq = NULL;
+
+	if (err != 0) {
+		tevent_req_nterror(req, map_nt_error_from_unix(err));
+		return;
+	}
+	subreq = SMB_VFS_NEXT_OFFLOAD_READ_SEND(state, state->ev,
+						state->handle, state->fsp,
+						state->fsctl, state->ttl,
+						state->offset, state->to_copy);
+	if (tevent_req_nomem(subreq, req)) {
+		return;
+	}
+	tevent_req_set_callback(subreq, iotune_offload_read_done, req);
+}
 
 static struct tevent_req *iotune_offload_read_send(
 	TALLOC_CTX *mem_ctx,
@@ -404,8 +1661,8 @@ static struct tevent_req *iotune_offload_read_send(
 	size_t to_copy)
 {
 	struct tevent_req *req = NULL;
-	struct tevent_req *subreq = NULL;
 	struct iotune_offload_read_state *state = NULL;
+	struct iotune_cache *cache = NULL;
 
 	req = tevent_req_create(mem_ctx, &state,
 				struct iotune_offload_read_state);
@@ -413,15 +1670,23 @@ static struct tevent_req *iotune_offload_read_send(
 		return NULL;
 	}
 	*state = (struct iotune_offload_read_state) {
-		.handle = handle,
+		.ev = ev, .handle = handle, .fsp = fsp, .fsctl = fsctl,
+		.ttl = ttl, .offset = offset, .to_copy = to_copy,
 	};
 
-	subreq = SMB_VFS_NEXT_OFFLOAD_READ_SEND(state, ev, handle, fsp,
-						fsctl, ttl, offset, to_copy);
-	if (tevent_req_nomem(subreq, req)) {
+	cache = iotune_cache_of(fsp);
+	if (cache == NULL) {
+		iotune_offload_read_next(req, 0);
+		if (!tevent_req_is_in_progress(req)) {
+			return tevent_req_post(req, ev);
+		}
+		return req;
+	}
+	if (!iotune_barrier_add(req, cache, IOTUNE_FLUSH_OFFLOAD,
+				iotune_offload_read_next)) {
+		tevent_req_error(req, ENOMEM);
 		return tevent_req_post(req, ev);
 	}
-	tevent_req_set_callback(subreq, iotune_offload_read_done, req);
 	return req;
 }
 
@@ -472,11 +1737,40 @@ static NTSTATUS iotune_offload_read_recv(struct tevent_req *req,
 }
 
 struct iotune_offload_write_state {
+	struct tevent_context *ev;
 	struct vfs_handle_struct *handle;
+	uint32_t fsctl;
+	DATA_BLOB *token;
+	off_t transfer_offset;
+	struct files_struct *dest_fsp;
+	off_t dest_off;
+	off_t num;
 	off_t copied;
 };
 
 static void iotune_offload_write_done(struct tevent_req *subreq);
+
+static void iotune_offload_write_next(struct tevent_req *req, int err)
+{
+	struct iotune_offload_write_state *state = tevent_req_data(
+		req, struct iotune_offload_write_state);
+	struct tevent_req *subreq = NULL;
+
+	if (err != 0) {
+		tevent_req_nterror(req, map_nt_error_from_unix(err));
+		return;
+	}
+	subreq = SMB_VFS_NEXT_OFFLOAD_WRITE_SEND(state->handle, state,
+						 state->ev, state->fsctl,
+						 state->token,
+						 state->transfer_offset,
+						 state->dest_fsp,
+						 state->dest_off, state->num);
+	if (tevent_req_nomem(subreq, req)) {
+		return;
+	}
+	tevent_req_set_callback(subreq, iotune_offload_write_done, req);
+}
 
 static struct tevent_req *iotune_offload_write_send(
 	struct vfs_handle_struct *handle,
@@ -490,23 +1784,33 @@ static struct tevent_req *iotune_offload_write_send(
 	off_t num)
 {
 	struct tevent_req *req = NULL;
-	struct tevent_req *subreq = NULL;
 	struct iotune_offload_write_state *state = NULL;
+	struct iotune_cache *cache = NULL;
 
 	req = tevent_req_create(mem_ctx, &state,
 				struct iotune_offload_write_state);
 	if (req == NULL) {
 		return NULL;
 	}
-	state->handle = handle;
+	*state = (struct iotune_offload_write_state) {
+		.ev = ev, .handle = handle, .fsctl = fsctl, .token = token,
+		.transfer_offset = transfer_offset, .dest_fsp = dest_fsp,
+		.dest_off = dest_off, .num = num,
+	};
 
-	subreq = SMB_VFS_NEXT_OFFLOAD_WRITE_SEND(handle, state, ev, fsctl,
-						 token, transfer_offset,
-						 dest_fsp, dest_off, num);
-	if (tevent_req_nomem(subreq, req)) {
+	cache = iotune_cache_of(dest_fsp);
+	if (cache == NULL) {
+		iotune_offload_write_next(req, 0);
+		if (!tevent_req_is_in_progress(req)) {
+			return tevent_req_post(req, ev);
+		}
+		return req;
+	}
+	if (!iotune_barrier_add(req, cache, IOTUNE_FLUSH_OFFLOAD,
+				iotune_offload_write_next)) {
+		tevent_req_error(req, ENOMEM);
 		return tevent_req_post(req, ev);
 	}
-	tevent_req_set_callback(subreq, iotune_offload_write_done, req);
 	return req;
 }
 

@@ -332,6 +332,15 @@ void iotune_wc_bypass_start(struct iotune_wcache *c, uint64_t off, size_t n)
 	c->bypass_in_flight++;
 }
 
+void iotune_wc_note_disk_write(struct iotune_wcache *c,
+			       uint64_t off,
+			       ssize_t written)
+{
+	if (written > 0) {
+		c->disk_size = MAX(c->disk_size, off + (uint64_t)written);
+	}
+}
+
 void iotune_wc_bypass_done(struct iotune_wcache *c,
 			   uint64_t off,
 			   size_t n,
@@ -344,9 +353,7 @@ void iotune_wc_bypass_done(struct iotune_wcache *c,
 		c->bypass_lo = 0;
 		c->bypass_hi = 0;
 	}
-	if (written > 0) {
-		c->disk_size = MAX(c->disk_size, off + (uint64_t)written);
-	}
+	iotune_wc_note_disk_write(c, off, written);
 }
 
 bool iotune_wc_wants_flush(const struct iotune_wcache *c,
@@ -400,7 +407,8 @@ static void move_active_to_flushing(struct iotune_wcache *c)
 }
 
 bool iotune_wc_flush_begin(struct iotune_wcache *c,
-			   enum iotune_flush_reason reason)
+			   enum iotune_flush_reason reason,
+			   bool force)
 {
 	const struct iotune_wc_buffer *b = NULL;
 
@@ -415,7 +423,7 @@ bool iotune_wc_flush_begin(struct iotune_wcache *c,
 	if (b->n_ext == 0) {
 		return false;
 	}
-	if (bypass_overlaps(c, b->ext[0].off, buffer_end(b))) {
+	if (!force && bypass_overlaps(c, b->ext[0].off, buffer_end(b))) {
 		return false;
 	}
 	if (b == &c->active) {
@@ -521,7 +529,7 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 	if (c->flush_in_flight) {
 		return EBUSY;
 	}
-	while (iotune_wc_flush_begin(c, reason)) {
+	while (iotune_wc_flush_begin(c, reason, true)) {
 		while (iotune_wc_flush_next(c, &off, &buf, &len)) {
 			ssize_t ret;
 
@@ -655,8 +663,10 @@ static void copy_pieces(const struct iotune_wc_buffer *b, uint64_t off,
 	}
 }
 
-struct iotune_wc_snapshot *iotune_wc_snapshot_take(
-	const struct iotune_wcache *c, uint64_t off, size_t n)
+int iotune_wc_snapshot_take(const struct iotune_wcache *c,
+			    uint64_t off,
+			    size_t n,
+			    struct iotune_wc_snapshot **snap)
 {
 	struct iotune_wc_snapshot *s = NULL;
 	uint64_t end = off + n;
@@ -667,21 +677,23 @@ struct iotune_wc_snapshot *iotune_wc_snapshot_take(
 	if (end < off) {
 		end = UINT64_MAX;
 	}
+	*snap = NULL;
 	count = count_pieces(&c->flushing, off, end, &bytes) +
 		count_pieces(&c->active, off, end, &bytes);
 	if (count == 0) {
-		return NULL;
+		return 0;
 	}
 	s = malloc(sizeof(*s) + count * sizeof(s->piece[0]) + bytes);
 	if (s == NULL) {
-		return NULL;
+		return ENOMEM;
 	}
 	s->n = 0;
 	s->end = 0;
 	data = (uint8_t *)&s->piece[count];
 	copy_pieces(&c->flushing, off, end, s, &data);
 	copy_pieces(&c->active, off, end, s, &data);
-	return s;
+	*snap = s;
+	return 0;
 }
 
 void iotune_wc_snapshot_free(struct iotune_wc_snapshot *s)

@@ -158,11 +158,13 @@ uint64_t iotune_wc_deadline(const struct iotune_wcache *c);
 
 /*
  * Starts a flush of everything dirty (retrying the remains of a failed
- * flush first).  False when there is nothing to write or a flush is
- * already in flight.
+ * flush first).  False when there is nothing to write, a flush is already
+ * in flight, or (unless force) the data overlaps a bypass write in flight
+ * that it must not overtake.
  */
 bool iotune_wc_flush_begin(struct iotune_wcache *c,
-			   enum iotune_flush_reason reason);
+			   enum iotune_flush_reason reason,
+			   bool force);
 
 /* The next piece the flush in flight must write; false when done. */
 bool iotune_wc_flush_next(struct iotune_wcache *c,
@@ -198,6 +200,11 @@ uint64_t iotune_wc_logical_size(const struct iotune_wcache *c);
 /* after a size change on disk (the cache must be clean) */
 void iotune_wc_set_disk_size(struct iotune_wcache *c, uint64_t size);
 
+/* after a write that went to disk past the cache */
+void iotune_wc_note_disk_write(struct iotune_wcache *c,
+			       uint64_t off,
+			       ssize_t written);
+
 /*
  * Serves a read entirely from memory when [off, off+n) is dirty up to the
  * logical end of file; *got is the length.  False: read the disk.
@@ -215,8 +222,11 @@ bool iotune_wc_read_cached(struct iotune_wcache *c,
  */
 struct iotune_wc_snapshot;
 
-struct iotune_wc_snapshot *iotune_wc_snapshot_take(
-	const struct iotune_wcache *c, uint64_t off, size_t n);
+/* Returns 0 (with *snap NULL when nothing overlaps) or ENOMEM. */
+int iotune_wc_snapshot_take(const struct iotune_wcache *c,
+			    uint64_t off,
+			    size_t n,
+			    struct iotune_wc_snapshot **snap);
 void iotune_wc_snapshot_free(struct iotune_wc_snapshot *s);
 
 /*

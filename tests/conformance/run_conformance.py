@@ -37,6 +37,7 @@ BASE_VFS = 'acl_xattr streams_xattr'
 # name -> extra iotune options; each becomes a share "iotune_<name>"
 VARIANTS = {
     'default': {},
+    'tiny': {'write cache size': '8K'},   # exercises the flush paths
 }
 
 STATUS_RE = re.compile(

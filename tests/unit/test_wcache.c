@@ -243,12 +243,12 @@ static void test_write_outside_window_needs_flush(void **state)
 	assert_int_equal(write_at(f, CAP, 4 * KIB, 2, &reason),
 			 IOTUNE_WC_FLUSH_FIRST);
 	assert_int_equal(reason, IOTUNE_FLUSH_NONCONTIG);
-	assert_true(iotune_wc_flush_begin(&f->c, reason));
+	assert_true(iotune_wc_flush_begin(&f->c, reason, false));
 	/* the active buffer is free again while the flush is in flight */
 	assert_int_equal(write_at(f, CAP, 4 * KIB, 2, NULL),
 			 IOTUNE_WC_ABSORBED);
 	assert_true(iotune_wc_flush_in_flight(&f->c));
-	assert_false(iotune_wc_flush_begin(&f->c, reason));
+	assert_false(iotune_wc_flush_begin(&f->c, reason, false));
 	/* reads see both the flushing and the active data */
 	assert_reads_model(f, 0, CAP + 8 * KIB);
 }
@@ -315,11 +315,15 @@ static void test_bypass_in_flight_orders_cached_writes(void **state)
 					 &reason, &err),
 			 IOTUNE_WC_ABSORBED);
 	iotune_wc_bypass_start(&f->c, 5 * CAP, 4 * KIB);
-	assert_false(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE));
+	assert_false(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE, false));
+	/* a sync flush (close) may not wait: it forces */
+	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE, true));
+	iotune_wc_flush_result(&f->c, -1, EIO, 1);
+	assert_int_equal(iotune_wc_take_error(&f->c), EIO);
 	iotune_wc_bypass_done(&f->c, 4 * CAP, 4 * KIB, 4 * KIB);
 	iotune_wc_bypass_done(&f->c, 5 * CAP, 4 * KIB, 4 * KIB);
 	assert_true(f->c.bypass_in_flight == 0);
-	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE));
+	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE, false));
 	assert_true(f->c.disk_size == 5 * CAP + 4 * KIB);
 }
 
@@ -382,7 +386,8 @@ static void test_snapshot_survives_flush_during_read(void **state)
 	assert_int_equal(write_at(f, 0, 8 * KIB, 5, NULL), IOTUNE_WC_ABSORBED);
 	memcpy(expect, f->model, sizeof(expect));
 	/* an async read is issued: the disk still has nothing */
-	snap = iotune_wc_snapshot_take(&f->c, 0, sizeof(stale));
+	assert_int_equal(iotune_wc_snapshot_take(&f->c, 0, sizeof(stale), &snap),
+			 0);
 	assert_non_null(snap);
 	memset(stale, 0, sizeof(stale));
 	/* the data is flushed and leaves the cache before it returns */
@@ -393,7 +398,8 @@ static void test_snapshot_survives_flush_during_read(void **state)
 	assert_int_equal(got, sizeof(stale));
 	assert_memory_equal(stale, expect, sizeof(expect));
 	iotune_wc_snapshot_free(snap);
-	assert_null(iotune_wc_snapshot_take(&f->c, 0, 8 * KIB));
+	assert_int_equal(iotune_wc_snapshot_take(&f->c, 0, 8 * KIB, &snap), 0);
+	assert_null(snap);
 }
 
 static void test_flush_error_is_reported_once_and_data_kept(void **state)
@@ -419,7 +425,7 @@ static void test_flush_error_is_reported_once_and_data_kept(void **state)
 
 	/* an async flush fails: the next write gets the error, once */
 	assert_int_equal(write_at(f, 0, KIB, 2, NULL), IOTUNE_WC_ABSORBED);
-	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_TIMEOUT));
+	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_TIMEOUT, false));
 	iotune_wc_flush_result(&f->c, -1, EIO, 7);
 	assert_false(iotune_wc_flush_in_flight(&f->c));
 	fill(buf, sizeof(buf), 3);
@@ -464,7 +470,7 @@ static void test_failed_flush_retried_before_newer_data(void **state)
 
 	/* old data fails to flush; newer data for the same bytes arrives */
 	assert_int_equal(write_at(f, 0, 4 * KIB, 1, NULL), IOTUNE_WC_ABSORBED);
-	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_TIMEOUT));
+	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_TIMEOUT, false));
 	iotune_wc_flush_result(&f->c, -1, ENOSPC, 2);
 	assert_int_equal(iotune_wc_take_error(&f->c), ENOSPC);
 	assert_int_equal(write_at(f, 1 * KIB, 1 * KIB, 2, NULL),
@@ -493,7 +499,7 @@ static void test_timeout(void **state)
 	assert_false(iotune_wc_wants_flush(&f->c, 5999, &reason));
 	assert_true(iotune_wc_wants_flush(&f->c, 6000, &reason));
 	assert_int_equal(reason, IOTUNE_FLUSH_TIMEOUT);
-	assert_true(iotune_wc_flush_begin(&f->c, reason));
+	assert_true(iotune_wc_flush_begin(&f->c, reason, false));
 	assert_true(iotune_wc_deadline(&f->c) == 0);
 	assert_false(iotune_wc_wants_flush(&f->c, 9000, &reason));
 }
@@ -536,6 +542,7 @@ static void test_truncate_after_flush(void **state)
 static void test_out_of_memory_is_an_error(void **state)
 {
 	struct fixture *f = *state;
+	struct iotune_wc_snapshot *snap = NULL;
 	enum iotune_flush_reason reason;
 	uint8_t b = 7;
 	int err = 0;
@@ -547,7 +554,8 @@ static void test_out_of_memory_is_an_error(void **state)
 	assert_int_equal(iotune_wc_write(&f->c, 0, &b, 1, 1, &reason, &err),
 			 IOTUNE_WC_ABSORBED);
 	fail_mallocs = 1;
-	assert_null(iotune_wc_snapshot_take(&f->c, 0, 1));
+	assert_int_equal(iotune_wc_snapshot_take(&f->c, 0, 1, &snap), ENOMEM);
+	assert_null(snap);
 }
 
 static void test_zero_length_write(void **state)
