@@ -40,7 +40,14 @@ SAMBA_PRIVATE_LIBS = ['libsmbd-base-samba4.so.0',
                       'libtevent-util.so.0',
                       'libsamba-util.so.0',
                       'libgenrand-samba4.so.0',
-                      'libsamba3-util-samba4.so.0']
+                      'libsamba3-util-samba4.so.0', 'libtevent-util.so.0']
+
+
+CLIENT_LIBS = ['liblibsmb-samba4.so.0', 'libcli-smb-common-samba4.so.0',
+               'libsamba-credentials.so.1', 'libsmbconf.so.0',
+               'libsamba-util.so.0', 'libsamba-errors.so.1',
+               'libsamba-debug-samba4.so.0', 'libgenrand-samba4.so.0',
+               'libsamba3-util-samba4.so.0', 'libtevent-util.so.0']
 
 
 def options(opt):
@@ -101,6 +108,17 @@ def build(bld):
         linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
         lib=[':' + x for x in SAMBA_PRIVATE_LIBS],
         install_path=os.path.join(libdir, 'vfs'))
+
+    # a scriptable SMB2 client for the integration tests (leases, breaks,
+    # FLUSH, truncate: what python3-samba lacks)
+    bld(features='c cprogram', source='tests/clients/smb2_script.c',
+        target='tests/clients/smb2-script', install_path=None,
+        use='TALLOC TEVENT',
+        includes=samba_includes(bld),
+        defines=SAMBA_DEFINES[:-1],
+        cflags=['-Wno-sign-compare', '-Wno-unused-parameter'],
+        linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
+        lib=[':' + x for x in CLIENT_LIBS])
 
     for name, linkflags in sorted(UNIT_TESTS.items()):
         bld(features='c cprogram', source='tests/unit/test_%s.c' % name,

@@ -974,13 +974,13 @@ static bool iotune_barrier_step(struct iotune_waiter *w)
 	struct tevent_req *req = w->req;
 	int err;
 
-	if (iotune_wc_is_dirty(&cache->wc) || cache->flush_subreq != NULL) {
-		if (cache->flush_subreq == NULL &&
-		    !iotune_cache_start_flush(cache, b->reason) &&
-		    cache->wc.error == 0) {
-			return false;	/* behind a bypass write in flight */
-		}
-		if (cache->flush_subreq != NULL) {
+	if (cache->flush_subreq != NULL) {
+		return false;
+	}
+	if (cache->wc.error == 0 && iotune_wc_is_dirty(&cache->wc)) {
+		/* false: behind a bypass write in flight, which wakes us */
+		iotune_cache_start_flush(cache, b->reason);
+		if (cache->wc.error == 0) {
 			return false;
 		}
 	}
@@ -1613,6 +1613,25 @@ static int iotune_fstat(struct vfs_handle_struct *handle,
 	return 0;
 }
 
+/*
+ * A durable handle's cookie records the file's stat: the data must be in
+ * the file before, or the reconnect sees another file.
+ */
+static NTSTATUS iotune_durable_disconnect(struct vfs_handle_struct *handle,
+					  struct files_struct *fsp,
+					  const DATA_BLOB old_cookie,
+					  TALLOC_CTX *mem_ctx,
+					  DATA_BLOB *new_cookie)
+{
+	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_DISCONNECT);
+
+	if (err != 0) {
+		return map_nt_error_from_unix(err);
+	}
+	return SMB_VFS_NEXT_DURABLE_DISCONNECT(handle, fsp, old_cookie,
+					       mem_ctx, new_cookie);
+}
+
 /* Server-side copy: the source's cache is written out first. */
 
 struct iotune_offload_read_state {
@@ -1870,6 +1889,7 @@ static struct vfs_fn_pointers iotune_fns = {
 	.offload_read_recv_fn = iotune_offload_read_recv,
 	.offload_write_send_fn = iotune_offload_write_send,
 	.offload_write_recv_fn = iotune_offload_write_recv,
+	.durable_disconnect_fn = iotune_durable_disconnect,
 };
 
 static_decl_vfs;

@@ -313,6 +313,65 @@ class PyClient:
         self.conn.unlink(name)
 
 
+class ScriptClient:
+    """One SMB2 connection through build/tests/clients/smb2-script: leases,
+    break acknowledgements, FLUSH and truncate."""
+
+    BINARY = os.path.join(REPO, 'build', 'tests', 'clients', 'smb2-script')
+
+    def __init__(self, smbd, share):
+        self.proc = subprocess.Popen(
+            [self.BINARY, smbd.conf, smbd.address, share, USER, PASSWORD],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, bufsize=1)
+        ready = self.proc.stdout.readline()
+        if ready.strip() != 'ok ready':
+            raise RuntimeError('smb2-script did not start: %r %s' %
+                               (ready, self.proc.stderr.read()))
+
+    def call(self, line):
+        self.proc.stdin.write(line + '\n')
+        answer = self.proc.stdout.readline().rstrip('\n')
+        if not answer.startswith('ok'):
+            raise RuntimeError('smb2-script %r: %s' % (line[:60], answer))
+        return answer[3:]
+
+    def open(self, name, oplock='none'):
+        words = dict(w.split('=') for w in self.call(
+            'open %s %s' % (name, oplock)).split())
+        return int(words['oplock']), int(words['lease'])
+
+    def write(self, offset, data):
+        return int(self.call('write %d %s' % (offset, data.hex())))
+
+    def read(self, offset, size):
+        return bytes.fromhex(self.call('read %d %d' % (offset, size)))
+
+    def flush(self):
+        self.call('flush')
+
+    def truncate(self, size):
+        self.call('truncate %d' % size)
+
+    def close(self):
+        self.call('close')
+
+    def echo(self):
+        self.call('echo')
+
+    def wait_break(self, ms):
+        return self.call('break %d' % ms)
+
+    def ack(self):
+        self.call('ack')
+
+    def quit(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.write('quit\n')
+            self.proc.stdin.close()
+            self.proc.wait(10)
+
+
 def scratch_dir(prefix):
     base = os.environ.get('IOTUNE_TEST_OUT',
                           os.path.join(REPO, 'build', 'test-out'))

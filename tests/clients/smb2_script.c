@@ -1,0 +1,470 @@
+/*
+ * smb2-script: a scriptable SMB2 test client for iotune's tests.
+ *
+ * python3-samba has no leases, no break acknowledgement, no SMB2 FLUSH
+ * and no SMB2 truncate; this client has them.  It reads one command per
+ * line on stdin and answers each with one line: "ok ..." or "err ...".
+ *
+ *   open NAME none|exclusive|batch|lease [create]
+ *                          -> ok oplock=L lease=S
+ *   write OFF HEX          -> ok N
+ *   read OFF LEN           -> ok HEX
+ *   flush | truncate SIZE | close | echo
+ *   break MS               -> ok none | ok oplock L | ok lease S->N
+ *                             (waits up to MS for a break)
+ *   ack                    -> acknowledges the last break
+ *   quit
+ *
+ * A dummy SMB2 BREAK request is kept pending all the time: smbXcli drops
+ * the connection on an unsolicited break it has no request for.
+ *
+ * Copyright (C) iotune authors 2026
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+
+#include "includes.h"
+#include "libsmb/libsmb.h"
+#include "libcli/smb/smbXcli_base.h"
+#include "libcli/smb/smb2_lease.h"
+#include "lib/util/tevent_ntstatus.h"
+#include "trans2.h"
+#include "auth/credentials/credentials.h"
+
+struct client {
+	struct tevent_context *ev;
+	struct cli_state *cli;
+	uint32_t timeout;
+	uint64_t fid_persistent;
+	uint64_t fid_volatile;
+	bool open;
+	struct smb2_lease_key lease_key;
+	struct tevent_req *break_req;
+	bool got_break;
+	bool break_is_lease;
+	uint8_t break_oplock;
+	uint32_t break_cur;
+	uint32_t break_new;
+	uint32_t break_flags;
+};
+
+static void client_break_done(struct tevent_req *req);
+
+static bool client_arm_break(struct client *c)
+{
+	c->break_req = smb2cli_req_create(c, c->ev, c->cli->conn,
+					  SMB2_OP_BREAK, 0, 0, 0, NULL, NULL,
+					  NULL, 0, NULL, 0, 0);
+	if (c->break_req == NULL) {
+		return false;
+	}
+	if (!smbXcli_req_set_pending(c->break_req)) {
+		return false;
+	}
+	tevent_req_set_callback(c->break_req, client_break_done, c);
+	return true;
+}
+
+static void client_break_done(struct tevent_req *req)
+{
+	struct client *c = tevent_req_callback_data(req, struct client);
+	static const struct smb2cli_req_expected_response expected[] = {
+		{ .status = NT_STATUS_OK, .body_size = 0x18 },
+		{ .status = NT_STATUS_OK, .body_size = 0x2C },
+	};
+	struct iovec *iov = NULL;
+	const uint8_t *body = NULL;
+	NTSTATUS status;
+
+	status = smb2cli_req_recv(req, c, &iov, expected,
+				  ARRAY_SIZE(expected));
+	c->break_req = NULL;
+	if (NT_STATUS_IS_OK(status)) {
+		body = (const uint8_t *)iov[1].iov_base;
+		c->got_break = true;
+		if (SVAL(body, 0) == 0x2C) {
+			c->break_is_lease = true;
+			c->break_flags = IVAL(body, 4);
+			c->break_cur = IVAL(body, 24);
+			c->break_new = IVAL(body, 28);
+		} else {
+			c->break_is_lease = false;
+			c->break_oplock = CVAL(body, 2);
+		}
+	}
+	TALLOC_FREE(req);
+	TALLOC_FREE(iov);
+	if (!client_arm_break(c)) {
+		fprintf(stderr, "cannot re-arm the break request\n");
+		exit(2);
+	}
+}
+
+static NTSTATUS client_wait(struct client *c, struct tevent_req *req)
+{
+	NTSTATUS status;
+
+	if (req == NULL) {
+		return NT_STATUS_NO_MEMORY;
+	}
+	if (!tevent_req_poll_ntstatus(req, c->ev, &status)) {
+		return status;
+	}
+	return NT_STATUS_OK;
+}
+
+static uint8_t oplock_level(const char *word)
+{
+	if (strcmp(word, "exclusive") == 0) {
+		return SMB2_OPLOCK_LEVEL_EXCLUSIVE;
+	}
+	if (strcmp(word, "batch") == 0) {
+		return SMB2_OPLOCK_LEVEL_BATCH;
+	}
+	if (strcmp(word, "lease") == 0) {
+		return SMB2_OPLOCK_LEVEL_LEASE;
+	}
+	return SMB2_OPLOCK_LEVEL_NONE;
+}
+
+static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
+		     const char *name, const char *oplock)
+{
+	uint8_t level = oplock_level(oplock);
+	struct smb2_create_blobs in_blobs = { 0 };
+	struct smb2_create_blobs out_blobs = { 0 };
+	struct smb_create_returns cr = { 0 };
+	struct smb2_lease lease = { 0 };
+	struct smb2_lease granted = { 0 };
+	uint8_t lease_buf[32];
+	struct tevent_req *req = NULL;
+	uint32_t i;
+	NTSTATUS status;
+
+	if (level == SMB2_OPLOCK_LEVEL_LEASE) {
+		lease.lease_key = c->lease_key;
+		lease.lease_state = SMB2_LEASE_READ | SMB2_LEASE_WRITE |
+				    SMB2_LEASE_HANDLE;
+		if (!smb2_lease_push(&lease, lease_buf, sizeof(lease_buf))) {
+			printf("err lease_push\n");
+			return;
+		}
+		status = smb2_create_blob_add(
+			mem_ctx, &in_blobs, SMB2_CREATE_TAG_RQLS,
+			data_blob_const(lease_buf, sizeof(lease_buf)));
+		if (!NT_STATUS_IS_OK(status)) {
+			printf("err %s\n", nt_errstr(status));
+			return;
+		}
+	}
+	req = smb2cli_create_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				  c->cli->smb2.session, c->cli->smb2.tcon,
+				  name, level, SMB2_IMPERSONATION_IMPERSONATION,
+				  SEC_FILE_READ_DATA | SEC_FILE_WRITE_DATA |
+				  SEC_FILE_READ_ATTRIBUTE |
+				  SEC_FILE_WRITE_ATTRIBUTE | SEC_STD_DELETE,
+				  FILE_ATTRIBUTE_NORMAL,
+				  FILE_SHARE_READ | FILE_SHARE_WRITE |
+				  FILE_SHARE_DELETE,
+				  FILE_OPEN_IF, 0, &in_blobs);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_create_recv(req, &c->fid_persistent,
+					     &c->fid_volatile, &cr, mem_ctx,
+					     &out_blobs);
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	c->open = true;
+	for (i = 0; i < out_blobs.num_blobs; i++) {
+		if (strcmp(out_blobs.blobs[i].tag, SMB2_CREATE_TAG_RQLS) == 0) {
+			smb2_lease_pull(out_blobs.blobs[i].data.data,
+					out_blobs.blobs[i].data.length,
+					&granted);
+		}
+	}
+	printf("ok oplock=%u lease=%u\n", cr.oplock_level,
+	       granted.lease_state);
+}
+
+static void cmd_write(struct client *c, TALLOC_CTX *mem_ctx, uint64_t off,
+		      const char *hex)
+{
+	DATA_BLOB data = strhex_to_data_blob(mem_ctx, hex);
+	struct tevent_req *req = NULL;
+	uint32_t written = 0;
+	NTSTATUS status;
+
+	req = smb2cli_write_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				 c->cli->smb2.session, c->cli->smb2.tcon,
+				 data.length, off, c->fid_persistent,
+				 c->fid_volatile, 0, 0, data.data);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_write_recv(req, &written);
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	printf("ok %u\n", written);
+}
+
+static void cmd_read(struct client *c, TALLOC_CTX *mem_ctx, uint64_t off,
+		     uint32_t len)
+{
+	struct tevent_req *req = NULL;
+	uint8_t *data = NULL;
+	uint32_t got = 0;
+	uint32_t i;
+	NTSTATUS status;
+
+	req = smb2cli_read_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				c->cli->smb2.session, c->cli->smb2.tcon, len,
+				off, c->fid_persistent, c->fid_volatile, 0, 0);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_read_recv(req, mem_ctx, &data, &got);
+	}
+	if (NT_STATUS_EQUAL(status, NT_STATUS_END_OF_FILE)) {
+		printf("ok \n");
+		return;
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	printf("ok ");
+	for (i = 0; i < got; i++) {
+		printf("%02x", data[i]);
+	}
+	printf("\n");
+}
+
+static void print_status(struct client *c, struct tevent_req *req,
+			 NTSTATUS (*recv)(struct tevent_req *req))
+{
+	NTSTATUS status = client_wait(c, req);
+
+	if (NT_STATUS_IS_OK(status)) {
+		status = recv(req);
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	printf("ok\n");
+}
+
+static void cmd_truncate(struct client *c, TALLOC_CTX *mem_ctx,
+			 uint64_t size)
+{
+	uint8_t buf[8];
+	DATA_BLOB blob = data_blob_const(buf, sizeof(buf));
+	struct tevent_req *req = NULL;
+
+	SBVAL(buf, 0, size);
+	req = smb2cli_set_info_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				    c->cli->smb2.session, c->cli->smb2.tcon,
+				    SMB2_0_INFO_FILE,
+				    FSCC_FILE_END_OF_FILE_INFORMATION, &blob,
+				    0, c->fid_persistent, c->fid_volatile);
+	print_status(c, req, smb2cli_set_info_recv);
+}
+
+static NTSTATUS close_recv(struct tevent_req *req)
+{
+	return smb2cli_close_recv(req);
+}
+
+static void cmd_close(struct client *c, TALLOC_CTX *mem_ctx)
+{
+	struct tevent_req *req = NULL;
+
+	req = smb2cli_close_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				 c->cli->smb2.session, c->cli->smb2.tcon, 0,
+				 c->fid_persistent, c->fid_volatile);
+	c->open = false;
+	print_status(c, req, close_recv);
+}
+
+static void break_timer(struct tevent_context *ev, struct tevent_timer *te,
+			struct timeval now, void *private_data)
+{
+	bool *expired = private_data;
+
+	*expired = true;
+}
+
+static void cmd_break(struct client *c, TALLOC_CTX *mem_ctx, unsigned ms)
+{
+	bool expired = false;
+	struct tevent_timer *te = NULL;
+
+	te = tevent_add_timer(c->ev, mem_ctx,
+			      tevent_timeval_current_ofs(ms / 1000,
+							 (ms % 1000) * 1000),
+			      break_timer, &expired);
+	while (!c->got_break && !expired) {
+		if (tevent_loop_once(c->ev) != 0) {
+			break;
+		}
+	}
+	TALLOC_FREE(te);
+	if (!c->got_break) {
+		printf("ok none\n");
+	} else if (c->break_is_lease) {
+		printf("ok lease %u->%u\n", c->break_cur, c->break_new);
+	} else {
+		printf("ok oplock %u\n", c->break_oplock);
+	}
+}
+
+static NTSTATUS ack_recv(struct tevent_req *req)
+{
+	return smb2cli_req_recv(req, NULL, NULL, NULL, 0);
+}
+
+static void cmd_ack(struct client *c, TALLOC_CTX *mem_ctx)
+{
+	uint8_t body[36] = { 0 };
+	size_t len;
+	struct tevent_req *req = NULL;
+
+	if (!c->got_break) {
+		printf("err no break to acknowledge\n");
+		return;
+	}
+	if (c->break_is_lease) {
+		SSVAL(body, 0, 36);
+		memcpy(body + 8, &c->lease_key, 16);
+		SIVAL(body, 24, c->break_new);
+		len = 36;
+	} else {
+		SSVAL(body, 0, 24);
+		SCVAL(body, 2, c->break_oplock);
+		SBVAL(body, 8, c->fid_persistent);
+		SBVAL(body, 16, c->fid_volatile);
+		len = 24;
+	}
+	c->got_break = false;
+	req = smb2cli_req_send(mem_ctx, c->ev, c->cli->conn, SMB2_OP_BREAK, 0,
+			       0, c->timeout, c->cli->smb2.tcon,
+			       c->cli->smb2.session, body, len, NULL, 0, 0);
+	print_status(c, req, ack_recv);
+}
+
+static NTSTATUS flush_recv(struct tevent_req *req)
+{
+	return smb2cli_flush_recv(req);
+}
+
+static NTSTATUS echo_recv(struct tevent_req *req)
+{
+	return smb2cli_echo_recv(req);
+}
+
+static void run_command(struct client *c, char *line)
+{
+	TALLOC_CTX *frame = talloc_stackframe();
+	char *words[4] = { NULL };
+	char *save = NULL;
+	char *w = NULL;
+	int n = 0;
+
+	for (w = strtok_r(line, " \n", &save); w != NULL && n < 4;
+	     w = strtok_r(NULL, " \n", &save)) {
+		words[n++] = w;
+	}
+	if (n == 0) {
+		printf("err empty\n");
+	} else if (strcmp(words[0], "open") == 0 && n >= 3) {
+		cmd_open(c, frame, words[1], words[2]);
+	} else if (strcmp(words[0], "write") == 0 && n == 3) {
+		cmd_write(c, frame, strtoull(words[1], NULL, 10), words[2]);
+	} else if (strcmp(words[0], "read") == 0 && n == 3) {
+		cmd_read(c, frame, strtoull(words[1], NULL, 10),
+			 (uint32_t)strtoul(words[2], NULL, 10));
+	} else if (strcmp(words[0], "flush") == 0) {
+		print_status(c, smb2cli_flush_send(frame, c->ev, c->cli->conn,
+						   c->timeout,
+						   c->cli->smb2.session,
+						   c->cli->smb2.tcon,
+						   c->fid_persistent,
+						   c->fid_volatile),
+			     flush_recv);
+	} else if (strcmp(words[0], "truncate") == 0 && n == 2) {
+		cmd_truncate(c, frame, strtoull(words[1], NULL, 10));
+	} else if (strcmp(words[0], "close") == 0) {
+		cmd_close(c, frame);
+	} else if (strcmp(words[0], "echo") == 0) {
+		print_status(c, smb2cli_echo_send(frame, c->ev, c->cli->conn,
+						  c->timeout),
+			     echo_recv);
+	} else if (strcmp(words[0], "break") == 0 && n == 2) {
+		cmd_break(c, frame, (unsigned)strtoul(words[1], NULL, 10));
+	} else if (strcmp(words[0], "ack") == 0) {
+		cmd_ack(c, frame);
+	} else {
+		printf("err unknown command\n");
+	}
+	fflush(stdout);
+	TALLOC_FREE(frame);
+}
+
+int main(int argc, const char **argv)
+{
+	TALLOC_CTX *frame = talloc_stackframe();
+	struct client *c = NULL;
+	struct cli_credentials *creds = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	NTSTATUS status;
+
+	if (argc != 6) {
+		fprintf(stderr, "usage: %s CONFIGFILE HOST SHARE USER "
+			"PASSWORD\n", argv[0]);
+		return 2;
+	}
+	smb_init_locale();
+	if (!lp_load_global(argv[1])) {
+		fprintf(stderr, "cannot load %s\n", argv[1]);
+		return 2;
+	}
+	c = talloc_zero(frame, struct client);
+	c->ev = samba_tevent_context_init(c);
+	creds = cli_session_creds_init(c, argv[4], lp_workgroup(), NULL,
+				       argv[5], false, false, false, false);
+	if (c->ev == NULL || creds == NULL) {
+		return 2;
+	}
+	status = cli_full_connection_creds(&c->cli, NULL, argv[2], NULL, 445,
+					   argv[3], "?????", creds, 0);
+	if (!NT_STATUS_IS_OK(status)) {
+		fprintf(stderr, "connect: %s\n", nt_errstr(status));
+		return 1;
+	}
+	if (smbXcli_conn_protocol(c->cli->conn) < PROTOCOL_SMB2_10) {
+		fprintf(stderr, "SMB2.1 or later needed\n");
+		return 1;
+	}
+	c->timeout = 60000;
+	c->lease_key.data[0] = (uint64_t)getpid();
+	c->lease_key.data[1] = (uint64_t)time(NULL);
+	if (!client_arm_break(c)) {
+		fprintf(stderr, "cannot arm the break request\n");
+		return 1;
+	}
+	printf("ok ready\n");
+	fflush(stdout);
+	while (getline(&line, &cap, stdin) > 0) {
+		if (strncmp(line, "quit", 4) == 0) {
+			break;
+		}
+		run_command(c, line);
+	}
+	free(line);
+	TALLOC_FREE(frame);
+	return 0;
+}

@@ -1,0 +1,303 @@
+# The write cache against a real smbd: coalescing seen in smbd's own
+# profile counters, model-checked data integrity, coherence on oplock and
+# lease breaks, flush errors reported to the client.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import os
+import random
+import subprocess
+import threading
+import time
+
+import pytest
+
+import harness
+from conftest import IOTUNE, PLAIN, start_smbd
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# SMB2 oplock levels as the server grants them
+OPLOCK_BATCH = 0x09
+
+
+def share(**options):
+    params = dict(IOTUNE)
+    params.update({'iotune:' + k.replace('_', ' '): v
+                   for k, v in options.items()})
+    return params
+
+
+@pytest.fixture(scope='module')
+def smbd(request):
+    shares = {
+        'plain': PLAIN,
+        'iotune': IOTUNE,
+        'small': share(write_cache_size='64K'),
+        # no timed flush during a coherence round: only the break flushes
+        'coherent': share(write_cache_flush_timeout='60s'),
+        'timed': share(write_cache_flush_timeout='100ms'),
+    }
+    return start_smbd(request, shares,
+                      global_params={'smbd profiling level': 'count'})
+
+
+def backend_writes(smbd):
+    c = harness.profile_counters(smbd)
+    return c.get('syscall_asys_pwrite_count', 0) + \
+        c.get('syscall_pwrite_count', 0)
+
+
+def settle_counters(smbd):
+    """smbd processes dump their counters about once a second"""
+    time.sleep(1.5)
+    return backend_writes(smbd)
+
+
+def write_sequential(smbd, share_name, total, block):
+    client = harness.PyClient(smbd, share_name)
+    fnum = client.open('seq.bin', harness.PyClient.FILE_OVERWRITE_IF,
+                       oplock=harness.PyClient.REQUEST_BATCH_OPLOCK)
+    data = random.Random(3).randbytes(total)
+    for off in range(0, total, block):
+        client.write(fnum, data[off:off + block], off)
+    client.close(fnum)
+    with open(os.path.join(smbd.share_path(share_name), 'seq.bin'),
+              'rb') as f:
+        assert f.read() == data
+    del client
+
+
+def test_coalescing_cuts_backend_pwrites_100x(smbd):
+    """16 MiB in 4 KiB writes: smbstatus -P counts the backend pwrites."""
+    before = settle_counters(smbd)
+    write_sequential(smbd, 'plain', 16 * MIB, 4 * KIB)
+    plain = settle_counters(smbd) - before
+    before = plain + before
+    write_sequential(smbd, 'iotune', 16 * MIB, 4 * KIB)
+    tuned = settle_counters(smbd) - before
+    print('backend pwrite calls for 16 MiB in 4 KiB writes: plain %d, '
+          'iotune %d, ratio %.0fx' % (plain, tuned, plain / max(tuned, 1)))
+    assert plain >= 4096
+    assert tuned >= 1
+    assert plain >= 100 * tuned
+
+
+class Model:
+    """What the file must contain."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def write(self, off, buf):
+        if off > len(self.data):
+            self.data.extend(bytes(off - len(self.data)))
+        self.data[off:off + len(buf)] = buf
+
+    def truncate(self, size):
+        if size < len(self.data):
+            del self.data[size:]
+        else:
+            self.data.extend(bytes(size - len(self.data)))
+
+    def read(self, off, n):
+        return bytes(self.data[off:off + n])
+
+
+WRITE_SIZES = [1, 7, 100, 512, 4096, 4097, 16384, 65536, 70000]
+
+
+def run_model_checked(smbd, share_name, oplock, seed, ops):
+    rnd = random.Random(seed)
+    model = Model()
+    name = 'model-%s-%d.bin' % (oplock, seed)
+    client = harness.ScriptClient(smbd, share_name)
+    level, lease = client.open(name, oplock)
+    assert level != 0, 'no oplock/lease granted'
+    client.truncate(0)
+    counts = {}
+    for step in range(ops):
+        op = rnd.random()
+        if op < 0.55:
+            size = rnd.choice(WRITE_SIZES)
+            if rnd.random() < 0.2:
+                off = len(model.data) + rnd.choice([0, 0, 1, 5000])
+            else:
+                off = rnd.randrange(0, 640 * KIB)
+            buf = rnd.randbytes(size)
+            assert client.write(off, buf) == size
+            model.write(off, buf)
+            kind = 'write'
+        elif op < 0.75:
+            off = rnd.randrange(0, max(len(model.data), 1) + 4 * KIB)
+            n = rnd.choice([1, 100, 4096, 65536, 200000])
+            got = client.read(off, n)
+            assert got == model.read(off, n), \
+                'read %d+%d differs at step %d' % (off, n, step)
+            kind = 'read'
+        elif op < 0.83:
+            size = rnd.randrange(0, 700 * KIB)
+            client.truncate(size)
+            model.truncate(size)
+            kind = 'truncate'
+        elif op < 0.91:
+            client.flush()
+            kind = 'flush'
+        elif op < 0.96:
+            client.close()
+            level, lease = client.open(name, oplock)
+            kind = 'reopen'
+        else:
+            got = client.read(0, len(model.data) + 10)
+            assert got == bytes(model.data), 'whole file differs'
+            kind = 'read all'
+        counts[kind] = counts.get(kind, 0) + 1
+    client.close()
+    client.quit()
+    with open(os.path.join(smbd.share_path(share_name), name), 'rb') as f:
+        assert f.read() == bytes(model.data)
+    return counts
+
+
+@pytest.mark.parametrize('share_name', ['small', 'iotune'])
+@pytest.mark.parametrize('oplock', ['batch', 'lease'])
+@pytest.mark.parametrize('seed', [1, 2, 3])
+def test_model_checked_integrity(smbd, share_name, oplock, seed):
+    counts = run_model_checked(smbd, share_name, oplock, seed, 2000)
+    print('%s %s seed %d: %s' % (share_name, oplock, seed, counts))
+    assert counts['truncate'] > 0 and counts['flush'] > 0
+
+
+def coherence_rounds(smbd, oplock, rounds, seed):
+    """A writer holding an oplock or lease makes small writes; a second
+    connection opens the file, which breaks the writer's oplock/lease.
+    Once smbd has answered a request sent after the break, the file on
+    disk must hold every acknowledged byte, before any ack; the opener
+    must then read them too.  Returns the number of stale bytes seen."""
+    rnd = random.Random(seed)
+    name = 'coherence-%s.bin' % oplock
+    path = os.path.join(smbd.share_path('coherent'), name)
+    writer = harness.ScriptClient(smbd, 'coherent')
+    reader = harness.PyClient(smbd, 'coherent', multi_threaded=True)
+    stale = 0
+    model = Model()
+    for r in range(rounds):
+        level, lease = writer.open(name, oplock)
+        assert level != 0, 'round %d: nothing granted' % r
+        if r == 0:
+            writer.truncate(0)
+        for _ in range(rnd.randrange(1, 8)):
+            off = rnd.randrange(0, 96 * KIB)
+            buf = rnd.randbytes(rnd.choice([1, 100, 4096, 8192]))
+            assert writer.write(off, buf) == len(buf)
+            model.write(off, buf)
+        opened = {}
+        opener = threading.Thread(target=lambda: opened.setdefault(
+            'fnum', reader.open(name, harness.PyClient.FILE_OPEN)))
+        opener.start()
+        brk = writer.wait_break(10000)
+        assert brk != 'none', 'round %d: no break' % r
+        writer.echo()
+        with open(path, 'rb') as f:
+            on_disk = f.read()
+        stale += count_stale(on_disk, model.data)
+        writer.ack()
+        opener.join(60)
+        assert 'fnum' in opened, 'round %d: the opener did not get in' % r
+        got = reader.read(opened['fnum'], 0, len(model.data) + 10)
+        stale += count_stale(got, model.data)
+        reader.close(opened['fnum'])
+        writer.close()
+    writer.quit()
+    return stale
+
+
+def count_stale(got, want):
+    n = sum(1 for a, b in zip(got, want) if a != b)
+    return n + abs(len(got) - len(want))
+
+
+@pytest.mark.parametrize('oplock', ['batch', 'lease'])
+def test_coherence_on_break(smbd, oplock):
+    rounds = int(os.environ.get('IOTUNE_COHERENCE_ROUNDS', '1000'))
+    started = time.monotonic()
+    stale = coherence_rounds(smbd, oplock, rounds, seed=len(oplock))
+    print('coherence with %s: %d rounds, %d stale bytes, %.0fs' %
+          (oplock, rounds, stale, time.monotonic() - started))
+    assert stale == 0
+
+
+def test_timed_flush_writes_idle_data(smbd):
+    client = harness.ScriptClient(smbd, 'timed')
+    assert client.open('idle.bin', 'batch')[0] == OPLOCK_BATCH
+    client.write(0, b'idle data')
+    path = os.path.join(smbd.share_path('timed'), 'idle.bin')
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(path, 'rb') as f:
+            if f.read() == b'idle data':
+                break
+        time.sleep(0.05)
+    with open(path, 'rb') as f:
+        assert f.read() == b'idle data'
+    client.close()
+    client.quit()
+
+
+def test_cached_data_reaches_disk_on_flush(smbd):
+    """Cached writes are not in the file until SMB2 FLUSH writes them."""
+    client = harness.ScriptClient(smbd, 'iotune')
+    assert client.open('notcached.bin', 'batch')[0] == OPLOCK_BATCH
+    client.write(0, b'x' * 100)
+    path = os.path.join(smbd.share_path('iotune'), 'notcached.bin')
+    with open(path, 'rb') as f:
+        assert f.read() == b''      # cached: not yet on disk
+    client.flush()
+    with open(path, 'rb') as f:
+        assert f.read() == b'x' * 100
+    client.close()
+    client.quit()
+
+
+@pytest.fixture
+def full_disk_smbd(request, tmp_path):
+    mount = tmp_path / 'small-fs'
+    mount.mkdir()
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=256k', 'tmpfs',
+                    str(mount)], check=True)
+    request.addfinalizer(lambda: subprocess.run(['umount', '-l',
+                                                 str(mount)]))
+    return start_smbd(request, {
+        'full': {'path': str(mount), 'vfs objects': 'iotune',
+                 'iotune:write cache size': '64K'},
+    })
+
+
+def test_flush_error_reaches_the_client(full_disk_smbd):
+    """ENOSPC during a flush fails a later write, flush or close; the
+    data is never dropped silently."""
+    smbd = full_disk_smbd
+    client = harness.ScriptClient(smbd, 'full')
+    assert client.open('big.bin', 'batch')[0] == OPLOCK_BATCH
+    errors = []
+    acked = 0
+    for off in range(0, 512 * KIB, 4 * KIB):
+        try:
+            client.write(off, b'z' * 4 * KIB)
+            acked = off + 4 * KIB
+        except RuntimeError as e:
+            errors.append(str(e))
+            break
+    for op in (client.flush, client.close):
+        try:
+            op()
+        except RuntimeError as e:
+            errors.append(str(e))
+    client.quit()
+    assert errors, 'a full disk was never reported'
+    assert any('DISK_FULL' in e for e in errors), errors
+    log = smbd.log_text()
+    assert 'No space left on device' in log
+    print('acknowledged %d bytes before the error; errors: %s' %
+          (acked, errors))
