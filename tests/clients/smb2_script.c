@@ -13,6 +13,8 @@
  *   break MS               -> ok none | ok oplock L | ok lease S->N
  *                             (waits up to MS for a break)
  *   ack                    -> acknowledges the last break
+ *   use N                  -> later commands act on handle slot N (0-7)
+ *   autoack                -> acknowledge every later break at once
  *   quit
  *
  * A dummy SMB2 BREAK request is kept pending all the time: smbXcli drops
@@ -34,9 +36,13 @@ struct client {
 	struct tevent_context *ev;
 	struct cli_state *cli;
 	uint32_t timeout;
+	struct {
+		uint64_t persistent;
+		uint64_t volatile_;
+	} slot[8];
+	unsigned cur;
 	uint64_t fid_persistent;
 	uint64_t fid_volatile;
-	bool open;
 	struct smb2_lease_key lease_key;
 	struct tevent_req *break_req;
 	bool got_break;
@@ -45,7 +51,13 @@ struct client {
 	uint32_t break_cur;
 	uint32_t break_new;
 	uint32_t break_flags;
+	uint64_t break_fid_persistent;
+	uint64_t break_fid_volatile;
+	bool autoack;
 };
+
+static struct tevent_req *client_ack_send(struct client *c,
+					  TALLOC_CTX *mem_ctx);
 
 static void client_break_done(struct tevent_req *req);
 
@@ -89,6 +101,8 @@ static void client_break_done(struct tevent_req *req)
 		} else {
 			c->break_is_lease = false;
 			c->break_oplock = CVAL(body, 2);
+			c->break_fid_persistent = BVAL(body, 8);
+			c->break_fid_volatile = BVAL(body, 16);
 		}
 	}
 	TALLOC_FREE(req);
@@ -96,6 +110,10 @@ static void client_break_done(struct tevent_req *req)
 	if (!client_arm_break(c)) {
 		fprintf(stderr, "cannot re-arm the break request\n");
 		exit(2);
+	}
+	if (c->got_break && c->autoack) {
+		/* answered later, freed with the client */
+		(void)client_ack_send(c, c);
 	}
 }
 
@@ -176,7 +194,8 @@ static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
 		printf("err %s\n", nt_errstr(status));
 		return;
 	}
-	c->open = true;
+	c->slot[c->cur].persistent = c->fid_persistent;
+	c->slot[c->cur].volatile_ = c->fid_volatile;
 	for (i = 0; i < out_blobs.num_blobs; i++) {
 		if (strcmp(out_blobs.blobs[i].tag, SMB2_CREATE_TAG_RQLS) == 0) {
 			smb2_lease_pull(out_blobs.blobs[i].data.data,
@@ -285,7 +304,6 @@ static void cmd_close(struct client *c, TALLOC_CTX *mem_ctx)
 	req = smb2cli_close_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
 				 c->cli->smb2.session, c->cli->smb2.tcon, 0,
 				 c->fid_persistent, c->fid_volatile);
-	c->open = false;
 	print_status(c, req, close_recv);
 }
 
@@ -326,16 +344,12 @@ static NTSTATUS ack_recv(struct tevent_req *req)
 	return smb2cli_req_recv(req, NULL, NULL, NULL, 0);
 }
 
-static void cmd_ack(struct client *c, TALLOC_CTX *mem_ctx)
+static struct tevent_req *client_ack_send(struct client *c,
+					  TALLOC_CTX *mem_ctx)
 {
 	uint8_t body[36] = { 0 };
 	size_t len;
-	struct tevent_req *req = NULL;
 
-	if (!c->got_break) {
-		printf("err no break to acknowledge\n");
-		return;
-	}
 	if (c->break_is_lease) {
 		SSVAL(body, 0, 36);
 		memcpy(body + 8, &c->lease_key, 16);
@@ -344,15 +358,23 @@ static void cmd_ack(struct client *c, TALLOC_CTX *mem_ctx)
 	} else {
 		SSVAL(body, 0, 24);
 		SCVAL(body, 2, c->break_oplock);
-		SBVAL(body, 8, c->fid_persistent);
-		SBVAL(body, 16, c->fid_volatile);
+		SBVAL(body, 8, c->break_fid_persistent);
+		SBVAL(body, 16, c->break_fid_volatile);
 		len = 24;
 	}
 	c->got_break = false;
-	req = smb2cli_req_send(mem_ctx, c->ev, c->cli->conn, SMB2_OP_BREAK, 0,
-			       0, c->timeout, c->cli->smb2.tcon,
-			       c->cli->smb2.session, body, len, NULL, 0, 0);
-	print_status(c, req, ack_recv);
+	return smb2cli_req_send(mem_ctx, c->ev, c->cli->conn, SMB2_OP_BREAK,
+				0, 0, c->timeout, c->cli->smb2.tcon,
+				c->cli->smb2.session, body, len, NULL, 0, 0);
+}
+
+static void cmd_ack(struct client *c, TALLOC_CTX *mem_ctx)
+{
+	if (!c->got_break) {
+		printf("err no break to acknowledge\n");
+		return;
+	}
+	print_status(c, client_ack_send(c, mem_ctx), ack_recv);
 }
 
 static NTSTATUS flush_recv(struct tevent_req *req)
@@ -406,6 +428,15 @@ static void run_command(struct client *c, char *line)
 		cmd_break(c, frame, (unsigned)strtoul(words[1], NULL, 10));
 	} else if (strcmp(words[0], "ack") == 0) {
 		cmd_ack(c, frame);
+	} else if (strcmp(words[0], "autoack") == 0) {
+		c->autoack = true;
+		printf("ok\n");
+	} else if (strcmp(words[0], "use") == 0 && n == 2 &&
+		   strtoul(words[1], NULL, 10) < ARRAY_SIZE(c->slot)) {
+		c->cur = (unsigned)strtoul(words[1], NULL, 10);
+		c->fid_persistent = c->slot[c->cur].persistent;
+		c->fid_volatile = c->slot[c->cur].volatile_;
+		printf("ok\n");
 	} else {
 		printf("err unknown command\n");
 	}

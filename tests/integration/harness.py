@@ -365,6 +365,10 @@ class ScriptClient:
     def ack(self):
         self.call('ack')
 
+    def use(self, slot):
+        """later calls act on handle slot (0-7) of this connection"""
+        self.call('use %d' % slot)
+
     def quit(self):
         if self.proc.poll() is None:
             self.proc.stdin.write('quit\n')

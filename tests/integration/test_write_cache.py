@@ -228,6 +228,56 @@ def test_coherence_on_break(smbd, oplock):
     assert stale == 0
 
 
+def test_two_handles_of_one_lease_share_the_cache(smbd):
+    """Two handles with the same lease key in one smbd: no break, one
+    cache, each handle reads what the other wrote."""
+    c = harness.ScriptClient(smbd, 'coherent')
+    assert c.open('shared.bin', 'lease')[1] & 0x2      # write caching
+    c.truncate(0)
+    c.write(0, b'first handle ')
+    c.use(1)
+    assert c.open('shared.bin', 'lease')[1] & 0x2
+    assert c.read(0, 100) == b'first handle '
+    c.write(13, b'second handle')
+    c.use(0)
+    assert c.read(0, 100) == b'first handle second handle'
+    path = os.path.join(smbd.share_path('coherent'), 'shared.bin')
+    with open(path, 'rb') as f:
+        assert f.read() == b''      # all still cached
+    c.close()
+    c.use(1)
+    assert c.read(0, 100) == b'first handle second handle'
+    c.close()
+    c.quit()
+    with open(path, 'rb') as f:
+        assert f.read() == b'first handle second handle'
+
+
+def test_second_open_in_same_process_breaks_and_sees_data(smbd):
+    """A batch oplock holder and a second open on the same connection
+    (so the same smbd): the break flushes, the new handle reads it all."""
+    c = harness.ScriptClient(smbd, 'coherent')
+    c.call('autoack')
+    assert c.open('same.bin', 'batch')[0] == OPLOCK_BATCH
+    c.truncate(0)
+    c.write(0, b'a' * 5000)
+    c.write(100, b'b' * 10)
+    path = os.path.join(smbd.share_path('coherent'), 'same.bin')
+    c.use(1)
+    started = time.monotonic()
+    c.open('same.bin', 'none')
+    # acknowledged at once: not the 35 s break timeout
+    assert time.monotonic() - started < 10
+    want = b'a' * 100 + b'b' * 10 + b'a' * 4890
+    with open(path, 'rb') as f:
+        assert f.read() == want
+    assert c.read(0, 6000) == want
+    c.close()
+    c.use(0)
+    c.close()
+    c.quit()
+
+
 def test_timed_flush_writes_idle_data(smbd):
     client = harness.ScriptClient(smbd, 'timed')
     assert client.open('idle.bin', 'batch')[0] == OPLOCK_BATCH
