@@ -38,6 +38,8 @@ def smbd(request):
         # no timed flush during a coherence round: only the break flushes
         'coherent': share(write_cache_flush_timeout='60s'),
         'timed': share(write_cache_flush_timeout='100ms'),
+        'limited': share(write_cache_max_files='2',
+                         write_cache_flush_timeout='60s'),
     }
     return start_smbd(request, shares,
                       global_params={'smbd profiling level': 'count'})
@@ -276,6 +278,30 @@ def test_second_open_in_same_process_breaks_and_sees_data(smbd):
     c.use(0)
     c.close()
     c.quit()
+
+
+def test_cache_count_is_bounded_per_process(smbd):
+    """With 'write cache max files = 2' the third file of one smbd process
+    is written straight to disk."""
+    c = harness.ScriptClient(smbd, 'limited')
+    for slot in range(3):
+        c.use(slot)
+        assert c.open('f%d.bin' % slot, 'batch')[0] == OPLOCK_BATCH
+        c.write(0, b'data %d' % slot)
+    on_disk = []
+    for slot in range(3):
+        with open(os.path.join(smbd.share_path('limited'),
+                               'f%d.bin' % slot), 'rb') as f:
+            on_disk.append(f.read())
+    assert on_disk == [b'', b'', b'data 2']
+    for slot in range(3):
+        c.use(slot)
+        c.close()
+    c.quit()
+    for slot in range(3):
+        with open(os.path.join(smbd.share_path('limited'),
+                               'f%d.bin' % slot), 'rb') as f:
+            assert f.read() == b'data %d' % slot
 
 
 def test_timed_flush_writes_idle_data(smbd):
