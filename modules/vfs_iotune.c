@@ -527,6 +527,23 @@ static void iotune_cache_maybe_release(struct iotune_cache *cache)
 	}
 }
 
+/*
+ * Ends a cache whose last handle goes: smbd waits for a handle's async
+ * requests before closing it, so waiters are not expected here; any that
+ * are left fail rather than wait forever.
+ */
+static void iotune_cache_end(struct iotune_cache *cache)
+{
+	while (cache->waiters != NULL) {
+		struct iotune_waiter *w = cache->waiters;
+
+		iotune_waiter_remove(w);
+		tevent_req_error(w->req, EBADF);
+	}
+	cache->disabled = true;
+	iotune_cache_destroy(cache);
+}
+
 static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 						struct iotune_file *file)
 {
@@ -793,8 +810,7 @@ static int iotune_share_destructor(struct iotune_share *share)
 			continue;
 		}
 		(void)iotune_cache_flush_now(cache, IOTUNE_FLUSH_DISCONNECT);
-		cache->waiters = NULL;
-		iotune_cache_destroy(cache);
+		iotune_cache_end(cache);
 	}
 	iotune_process_put(share->proc);
 	return 0;
@@ -872,7 +888,17 @@ static void iotune_disconnect(struct vfs_handle_struct *handle)
 static void iotune_file_destroy(void *p_data)
 {
 	struct iotune_file *file = p_data;
+	struct iotune_cache *cache = file->cache;
 
+	if (cache == NULL) {
+		return;
+	}
+	if (cache->files == file && file->next == NULL) {
+		/* the last handle goes without our close: save what we can */
+		(void)iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);
+		iotune_cache_end(cache);
+		return;
+	}
 	iotune_cache_detach(file);
 }
 
@@ -927,9 +953,7 @@ static int iotune_close(struct vfs_handle_struct *handle,
 		err = iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);
 		iotune_cache_detach(file);
 		if (cache->files == NULL) {
-			cache->disabled = true;
-			cache->waiters = NULL;
-			iotune_cache_destroy(cache);
+			iotune_cache_end(cache);
 		}
 	}
 	VFS_REMOVE_FSP_EXTENSION(handle, fsp);
