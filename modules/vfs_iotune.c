@@ -1032,6 +1032,56 @@ static bool iotune_barrier_add(struct tevent_req *req,
 	return true;
 }
 
+/* The result every async I/O request of ours carries */
+struct iotune_aio_result {
+	ssize_t ret;
+	struct vfs_aio_state vfs_aio_state;
+};
+
+static ssize_t iotune_aio_recv(struct tevent_req *req,
+			       const struct iotune_aio_result *result,
+			       struct vfs_aio_state *vfs_aio_state)
+{
+	ssize_t ret = result->ret;
+	struct vfs_aio_state state = result->vfs_aio_state;
+
+	if (tevent_req_is_unix_error(req, &vfs_aio_state->error)) {
+		tevent_req_received(req);
+		return -1;
+	}
+	*vfs_aio_state = state;
+	tevent_req_received(req);
+	return ret;
+}
+
+/*
+ * Continues with next(req, 0) at once when the file has no cache, else
+ * once the data written before this call is on disk.  Returns req, posted
+ * when it is already over.
+ */
+static struct tevent_req *iotune_after_flush(
+	struct tevent_req *req,
+	struct tevent_context *ev,
+	struct files_struct *fsp,
+	enum iotune_flush_reason reason,
+	void (*next)(struct tevent_req *req, int err))
+{
+	struct iotune_cache *cache = iotune_cache_of(fsp);
+
+	if (cache == NULL) {
+		next(req, 0);
+		if (!tevent_req_is_in_progress(req)) {
+			return tevent_req_post(req, ev);
+		}
+		return req;
+	}
+	if (!iotune_barrier_add(req, cache, reason, next)) {
+		tevent_req_error(req, ENOMEM);
+		return tevent_req_post(req, ev);
+	}
+	return req;
+}
+
 /* Writes: absorbed by the cache, or sent to disk past it. */
 
 struct iotune_pwrite_state {
@@ -1044,8 +1094,7 @@ struct iotune_pwrite_state {
 	off_t offset;
 	uint64_t cache_gen;
 	struct iotune_waiter *waiter;
-	ssize_t ret;
-	struct vfs_aio_state vfs_aio_state;
+	struct iotune_aio_result result;
 };
 
 enum iotune_step {
@@ -1087,12 +1136,12 @@ static void iotune_pwrite_disk_done(struct tevent_req *subreq)
 		req, struct iotune_pwrite_state);
 	struct iotune_cache *cache = NULL;
 
-	state->ret = SMB_VFS_PWRITE_RECV(subreq, &state->vfs_aio_state);
+	state->result.ret = SMB_VFS_PWRITE_RECV(subreq, &state->result.vfs_aio_state);
 	TALLOC_FREE(subreq);
 	cache = iotune_cache_of(state->fsp);
 	if (cache != NULL && state->cache_gen == cache->gen) {
 		iotune_wc_bypass_done(&cache->wc, (uint64_t)state->offset,
-				      state->n, state->ret);
+				      state->n, state->result.ret);
 		iotune_cache_wake(cache);
 	}
 	tevent_req_done(req);
@@ -1141,7 +1190,7 @@ static enum iotune_step iotune_pwrite_step(struct tevent_req *req,
 		}
 		switch (v) {
 		case IOTUNE_WC_ABSORBED:
-			state->ret = (ssize_t)state->n;
+			state->result.ret = (ssize_t)state->n;
 			iotune_after_absorb(cache);
 			return IOTUNE_STEP_DONE;
 		case IOTUNE_WC_ERROR:
@@ -1271,15 +1320,8 @@ static ssize_t iotune_pwrite_recv(struct tevent_req *req,
 {
 	struct iotune_pwrite_state *state = tevent_req_data(
 		req, struct iotune_pwrite_state);
-	ssize_t ret = state->ret;
 
-	if (tevent_req_is_unix_error(req, &vfs_aio_state->error)) {
-		tevent_req_received(req);
-		return -1;
-	}
-	*vfs_aio_state = state->vfs_aio_state;
-	tevent_req_received(req);
-	return ret;
+	return iotune_aio_recv(req, &state->result, vfs_aio_state);
 }
 
 /* The sync write paths write out the cache first, then go to disk. */
@@ -1364,8 +1406,7 @@ struct iotune_pread_state {
 	size_t n;
 	off_t offset;
 	struct iotune_wc_snapshot *snap;
-	ssize_t ret;
-	struct vfs_aio_state vfs_aio_state;
+	struct iotune_aio_result result;
 };
 
 static int iotune_pread_state_destructor(struct iotune_pread_state *state)
@@ -1404,7 +1445,7 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 	if (cache != NULL && offset >= 0) {
 		if (iotune_wc_read_cached(&cache->wc, (uint64_t)offset, data,
 					  n, &got)) {
-			state->ret = (ssize_t)got;
+			state->result.ret = (ssize_t)got;
 			tevent_req_done(req);
 			return tevent_req_post(req, ev);
 		}
@@ -1433,15 +1474,15 @@ static void iotune_pread_done(struct tevent_req *subreq)
 		req, struct iotune_pread_state);
 	struct iotune_cache *cache = NULL;
 
-	state->ret = SMB_VFS_PREAD_RECV(subreq, &state->vfs_aio_state);
+	state->result.ret = SMB_VFS_PREAD_RECV(subreq, &state->result.vfs_aio_state);
 	TALLOC_FREE(subreq);
-	if (state->ret >= 0 && state->offset >= 0) {
+	if (state->result.ret >= 0 && state->offset >= 0) {
 		cache = iotune_cache_of(state->fsp);
 		if (cache != NULL || state->snap != NULL) {
-			state->ret = (ssize_t)iotune_wc_read_overlay(
+			state->result.ret = (ssize_t)iotune_wc_read_overlay(
 				cache != NULL ? &cache->wc : NULL,
 				state->snap, (uint64_t)state->offset,
-				state->data, state->n, (size_t)state->ret);
+				state->data, state->n, (size_t)state->result.ret);
 		}
 	}
 	tevent_req_done(req);
@@ -1452,15 +1493,8 @@ static ssize_t iotune_pread_recv(struct tevent_req *req,
 {
 	struct iotune_pread_state *state = tevent_req_data(
 		req, struct iotune_pread_state);
-	ssize_t ret = state->ret;
 
-	if (tevent_req_is_unix_error(req, &vfs_aio_state->error)) {
-		tevent_req_received(req);
-		return -1;
-	}
-	*vfs_aio_state = state->vfs_aio_state;
-	tevent_req_received(req);
-	return ret;
+	return iotune_aio_recv(req, &state->result, vfs_aio_state);
 }
 
 static ssize_t iotune_sendfile(struct vfs_handle_struct *handle,
@@ -1485,8 +1519,7 @@ struct iotune_fsync_state {
 	struct tevent_context *ev;
 	struct vfs_handle_struct *handle;
 	struct files_struct *fsp;
-	int ret;
-	struct vfs_aio_state vfs_aio_state;
+	struct iotune_aio_result result;
 };
 
 static void iotune_fsync_done(struct tevent_req *subreq);
@@ -1516,7 +1549,6 @@ static struct tevent_req *iotune_fsync_send(struct vfs_handle_struct *handle,
 {
 	struct tevent_req *req = NULL;
 	struct iotune_fsync_state *state = NULL;
-	struct iotune_cache *cache = iotune_cache_of(fsp);
 
 	req = tevent_req_create(mem_ctx, &state, struct iotune_fsync_state);
 	if (req == NULL) {
@@ -1525,19 +1557,8 @@ static struct tevent_req *iotune_fsync_send(struct vfs_handle_struct *handle,
 	*state = (struct iotune_fsync_state) {
 		.ev = ev, .handle = handle, .fsp = fsp,
 	};
-	if (cache == NULL) {
-		iotune_fsync_next(req, 0);
-		if (!tevent_req_is_in_progress(req)) {
-			return tevent_req_post(req, ev);
-		}
-		return req;
-	}
-	if (!iotune_barrier_add(req, cache, IOTUNE_FLUSH_FSYNC,
-				iotune_fsync_next)) {
-		tevent_req_error(req, ENOMEM);
-		return tevent_req_post(req, ev);
-	}
-	return req;
+	return iotune_after_flush(req, ev, fsp, IOTUNE_FLUSH_FSYNC,
+				  iotune_fsync_next);
 }
 
 static void iotune_fsync_done(struct tevent_req *subreq)
@@ -1547,7 +1568,7 @@ static void iotune_fsync_done(struct tevent_req *subreq)
 	struct iotune_fsync_state *state = tevent_req_data(
 		req, struct iotune_fsync_state);
 
-	state->ret = SMB_VFS_FSYNC_RECV(subreq, &state->vfs_aio_state);
+	state->result.ret = SMB_VFS_FSYNC_RECV(subreq, &state->result.vfs_aio_state);
 	TALLOC_FREE(subreq);
 	tevent_req_done(req);
 }
@@ -1557,15 +1578,8 @@ static int iotune_fsync_recv(struct tevent_req *req,
 {
 	struct iotune_fsync_state *state = tevent_req_data(
 		req, struct iotune_fsync_state);
-	int ret = state->ret;
 
-	if (tevent_req_is_unix_error(req, &vfs_aio_state->error)) {
-		tevent_req_received(req);
-		return -1;
-	}
-	*vfs_aio_state = state->vfs_aio_state;
-	tevent_req_received(req);
-	return ret;
+	return iotune_aio_recv(req, &state->result, vfs_aio_state);
 }
 
 /* Size changes: the cache is written out first. */
@@ -1705,7 +1719,6 @@ static struct tevent_req *iotune_offload_read_send(
 {
 	struct tevent_req *req = NULL;
 	struct iotune_offload_read_state *state = NULL;
-	struct iotune_cache *cache = NULL;
 
 	req = tevent_req_create(mem_ctx, &state,
 				struct iotune_offload_read_state);
@@ -1717,20 +1730,8 @@ static struct tevent_req *iotune_offload_read_send(
 		.ttl = ttl, .offset = offset, .to_copy = to_copy,
 	};
 
-	cache = iotune_cache_of(fsp);
-	if (cache == NULL) {
-		iotune_offload_read_next(req, 0);
-		if (!tevent_req_is_in_progress(req)) {
-			return tevent_req_post(req, ev);
-		}
-		return req;
-	}
-	if (!iotune_barrier_add(req, cache, IOTUNE_FLUSH_OFFLOAD,
-				iotune_offload_read_next)) {
-		tevent_req_error(req, ENOMEM);
-		return tevent_req_post(req, ev);
-	}
-	return req;
+	return iotune_after_flush(req, ev, fsp, IOTUNE_FLUSH_OFFLOAD,
+				  iotune_offload_read_next);
 }
 
 static void iotune_offload_read_done(struct tevent_req *subreq)
@@ -1828,7 +1829,6 @@ static struct tevent_req *iotune_offload_write_send(
 {
 	struct tevent_req *req = NULL;
 	struct iotune_offload_write_state *state = NULL;
-	struct iotune_cache *cache = NULL;
 
 	req = tevent_req_create(mem_ctx, &state,
 				struct iotune_offload_write_state);
@@ -1841,20 +1841,8 @@ static struct tevent_req *iotune_offload_write_send(
 		.dest_off = dest_off, .num = num,
 	};
 
-	cache = iotune_cache_of(dest_fsp);
-	if (cache == NULL) {
-		iotune_offload_write_next(req, 0);
-		if (!tevent_req_is_in_progress(req)) {
-			return tevent_req_post(req, ev);
-		}
-		return req;
-	}
-	if (!iotune_barrier_add(req, cache, IOTUNE_FLUSH_OFFLOAD,
-				iotune_offload_write_next)) {
-		tevent_req_error(req, ENOMEM);
-		return tevent_req_post(req, ev);
-	}
-	return req;
+	return iotune_after_flush(req, ev, dest_fsp, IOTUNE_FLUSH_OFFLOAD,
+				  iotune_offload_write_next);
 }
 
 static void iotune_offload_write_done(struct tevent_req *subreq)
