@@ -18,12 +18,14 @@ out = 'build'
 CORE_SOURCES = [
     'modules/wcache.c',
     'modules/config.c',
+    'modules/stats.c',
 ]
 
 # unit test name -> extra link flags (syscall and libc fakes)
 UNIT_TESTS = {
     'wcache': ['-Wl,--wrap=malloc'],
     'config': [],
+    'stats': [],
 }
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',
