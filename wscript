@@ -79,6 +79,8 @@ def configure(conf):
                    uselib_store='CMOCKA')
     conf.check_cfg(package='talloc', args=['--cflags', '--libs'],
                    uselib_store='TALLOC')
+    conf.check_cfg(package='tdb', args=['--cflags', '--libs'],
+                   uselib_store='TDB')
     conf.check_cfg(package='tevent', args=['--cflags', '--libs'],
                    uselib_store='TEVENT')
     conf.env.append_value('CFLAGS', ['-O2', '-g', '-std=gnu11',
@@ -103,7 +105,7 @@ def build(bld):
     module_env.cshlib_PATTERN = '%s.so'
     bld(features='c cshlib', source='modules/vfs_iotune.c',
         target='iotune', env=module_env,
-        use='iotune_core TALLOC TEVENT',
+        use='iotune_core TALLOC TEVENT TDB',
         includes=['include'] + samba_includes(bld),
         defines=SAMBA_DEFINES,
         cflags=['-Wno-sign-compare', '-Wno-unused-parameter'],

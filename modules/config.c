@@ -52,6 +52,12 @@ struct option_spec {
 
 static const struct option_spec option_specs[] = {
 	{
+		.name = "stats",
+		.kind = OPTION_BOOL,
+		.default_text = "yes",
+		.offset = CONFIG_FIELD(stats),
+	},
+	{
 		.name = "write cache size",
 		.kind = OPTION_SIZE,
 		.default_text = "1M",
@@ -406,7 +412,8 @@ void iotune_config_describe(const struct iotune_config *config,
 	iotune_format_size(config->write_cache_size, size, sizeof(size));
 	snprintf(buf, buflen,
 		 "write cache size = %s, write cache max files = %" PRIu64
-		 ", write cache flush timeout = %" PRIu64 "ms",
+		 ", write cache flush timeout = %" PRIu64 "ms, stats = %s",
 		 size, config->write_cache_max_files,
-		 config->write_cache_flush_timeout_ms);
+		 config->write_cache_flush_timeout_ms,
+		 config->stats ? "yes" : "no");
 }

@@ -29,7 +29,11 @@
 #include "lib/util/tevent_unix.h"
 #include "lib/util/tevent_ntstatus.h"
 
+#include "messages.h"
+#include <tdb.h>
+
 #include "iotune/config.h"
+#include "iotune/stats.h"
 #include "iotune/wcache.h"
 
 #undef DBGC_CLASS
@@ -72,11 +76,14 @@
  */
 
 struct iotune_share {
+	struct iotune_share *prev, *next;	/* in proc->shares */
 	struct iotune_config config;
 	const char *name;
 	bool sync_always;
-	struct iotune_wc_stats wc_stats;
 	struct iotune_process *proc;
+	unsigned serial;
+	struct iotune_stats stats;
+	struct iotune_stats published;
 };
 
 /* Per smbd process: shared by all tree connects with iotune */
@@ -94,6 +101,13 @@ struct iotune_process {
 	struct tevent_immediate *poke_im;
 	bool poke_pending;
 	uint64_t next_cache_gen;
+	struct messaging_context *msg_ctx;
+	bool counting;		/* smbcontrol ... profile off stops it */
+	struct iotune_share *shares;
+	unsigned next_share_serial;
+	struct tdb_context *stats_tdb;
+	bool stats_tdb_failed;
+	struct tevent_timer *publish_timer;
 };
 
 static struct iotune_process *iotune_proc;
@@ -114,6 +128,7 @@ struct iotune_cache {
 	struct tevent_immediate *wake_im;
 	struct iotune_waiter *waiters;
 	bool disabled;			/* lost its right to cache */
+	uint64_t flush_started_us;
 };
 
 /*
@@ -140,12 +155,45 @@ struct iotune_waiter {
 	struct tevent_req *req;
 };
 
-static uint64_t iotune_now_ms(void)
+static uint64_t iotune_now_us(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t iotune_now_ms(void)
+{
+	return iotune_now_us() / 1000;
+}
+
+static bool iotune_counting(const struct iotune_share *share)
+{
+	return share->config.stats && share->proc->counting;
+}
+
+/* One read or write as the client sees it: ops, bytes, latency */
+static void iotune_count_io(struct iotune_share *share,
+			    bool is_write,
+			    ssize_t ret,
+			    uint64_t started_us)
+{
+	struct iotune_stats *s = &share->stats;
+	uint64_t us = iotune_now_us() - started_us;
+
+	if (!iotune_counting(share)) {
+		return;
+	}
+	if (is_write) {
+		s->write_ops++;
+		s->write_bytes += ret > 0 ? (uint64_t)ret : 0;
+		iotune_latency_add(&s->write_latency, us);
+	} else {
+		s->read_ops++;
+		s->read_bytes += ret > 0 ? (uint64_t)ret : 0;
+		iotune_latency_add(&s->read_latency, us);
+	}
 }
 
 static const char *iotune_lookup_option(void *private_data, const char *name)
@@ -349,6 +397,10 @@ static void iotune_cache_flush_done(struct tevent_req *subreq)
 	TALLOC_FREE(subreq);
 	cache->flush_subreq = NULL;
 	cache->proc->flushes_in_flight--;
+	if (iotune_counting(cache->share)) {
+		iotune_latency_add(&cache->share->stats.flush_latency,
+				   iotune_now_us() - cache->flush_started_us);
+	}
 
 	iotune_wc_flush_result(&cache->wc, ret, ret < 0 ? aio_state.error : 0,
 			       iotune_now_ms());
@@ -382,6 +434,7 @@ static void iotune_cache_flush_io(struct iotune_cache *cache)
 	}
 	tevent_req_set_callback(subreq, iotune_cache_flush_done, cache);
 	cache->flush_subreq = subreq;
+	cache->flush_started_us = iotune_now_us();
 	p->flushes_in_flight++;
 	iotune_poll_timer_arm(p);
 }
@@ -434,13 +487,19 @@ static int iotune_cache_flush_now(struct iotune_cache *cache,
 		.pwrite = iotune_cache_sync_pwrite,
 		.private_data = owner,
 	};
+	uint64_t started;
 	int err;
 
 	iotune_cache_wait_idle(cache);
 	if (!iotune_wc_is_dirty(&cache->wc)) {
 		return iotune_wc_take_error(&cache->wc);
 	}
+	started = iotune_now_us();
 	err = iotune_wc_flush_sync(&cache->wc, reason, &ops, iotune_now_ms());
+	if (iotune_counting(cache->share)) {
+		iotune_latency_add(&cache->share->stats.flush_latency,
+				   iotune_now_us() - started);
+	}
 	if (err != 0) {
 		iotune_log_flush_error(cache, err);
 	}
@@ -508,7 +567,7 @@ static void iotune_cache_destroy(struct iotune_cache *cache)
 	}
 	DLIST_REMOVE(p->caches, cache);
 	p->num_caches--;
-	cache->share->wc_stats.caches_active--;
+	cache->share->stats.wc.caches_active--;
 	iotune_wc_destroy(&cache->wc);
 	TALLOC_FREE(cache);
 }
@@ -553,7 +612,7 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 	int ret;
 
 	if (p->num_caches >= share->config.write_cache_max_files) {
-		share->wc_stats.caches_refused++;
+		share->stats.wc.caches_refused++;
 		DBG_INFO("share '%s': %u write caches active, '%s' is not "
 			 "cached\n", share->name, p->num_caches,
 			 fsp_str_dbg(file->fsp));
@@ -574,7 +633,7 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 	}
 	ret = iotune_wc_init(&cache->wc, share->config.write_cache_size,
 			     share->config.write_cache_flush_timeout_ms,
-			     (uint64_t)st.st_ex_size, &share->wc_stats);
+			     (uint64_t)st.st_ex_size, &share->stats.wc);
 	if (ret != 0) {
 		TALLOC_FREE(cache);
 		return NULL;
@@ -585,7 +644,7 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 	cache->gen = ++p->next_cache_gen;
 	DLIST_ADD(p->caches, cache);
 	p->num_caches++;
-	share->wc_stats.caches_active++;
+	share->stats.wc.caches_active++;
 	return cache;
 }
 
@@ -720,6 +779,214 @@ static void iotune_poll_timer_arm(struct iotune_process *p)
 					 iotune_poll_timer_fn, p);
 }
 
+
+/*
+ * Counters are published per tree connect in a TDB in smbd's lock
+ * directory, at most once a second and at disconnect, as text records:
+ *   live:<pid>:<serial>:<share>   a connection's counters
+ *   total:<share>                 counters of connections that ended
+ * A connection that ends adds its counters to the total and deletes its
+ * own record in one transaction: nothing is lost or counted twice.  The
+ * record of a process that died stays and is still summed.
+ */
+#define IOTUNE_STATS_TDB "iotune_stats.tdb"
+
+static bool iotune_stats_open(struct iotune_process *p)
+{
+	char *path = NULL;
+
+	if (p->stats_tdb != NULL) {
+		return true;
+	}
+	if (p->stats_tdb_failed) {
+		return false;
+	}
+	path = lock_path(talloc_tos(), IOTUNE_STATS_TDB);
+	if (path == NULL) {
+		return false;
+	}
+	p->stats_tdb = tdb_open(path, 0, TDB_DEFAULT, O_RDWR | O_CREAT, 0644);
+	if (p->stats_tdb == NULL) {
+		DBG_WARNING("cannot open %s: %s; iotune counters of this "
+			    "process are not published\n", path,
+			    strerror(errno));
+		p->stats_tdb_failed = true;
+	}
+	TALLOC_FREE(path);
+	return p->stats_tdb != NULL;
+}
+
+static TDB_DATA iotune_text_key(const char *key)
+{
+	return (TDB_DATA) {
+		.dptr = discard_const_p(uint8_t, key),
+		.dsize = strlen(key),
+	};
+}
+
+static char *iotune_share_key(TALLOC_CTX *mem_ctx,
+			      const struct iotune_share *share)
+{
+	return talloc_asprintf(mem_ctx, "live:%d:%u:%s", (int)getpid(),
+			       share->serial, share->name);
+}
+
+static int iotune_stats_store(struct tdb_context *tdb, const char *key,
+			      const struct iotune_stats *stats)
+{
+	size_t len = iotune_stats_format(stats, NULL, 0);
+	char *buf = talloc_array(talloc_tos(), char, len + 1);
+	int ret;
+
+	if (buf == NULL) {
+		return -1;
+	}
+	iotune_stats_format(stats, buf, len + 1);
+	ret = tdb_store(tdb, iotune_text_key(key),
+			(TDB_DATA) { .dptr = (uint8_t *)buf, .dsize = len },
+			TDB_REPLACE);
+	TALLOC_FREE(buf);
+	return ret;
+}
+
+static void iotune_share_publish(struct iotune_share *share)
+{
+	struct iotune_process *p = share->proc;
+	char *key = NULL;
+
+	if (!share->config.stats || !iotune_stats_open(p)) {
+		return;
+	}
+	key = iotune_share_key(talloc_tos(), share);
+	if (key != NULL &&
+	    iotune_stats_store(p->stats_tdb, key, &share->stats) == 0) {
+		share->published = share->stats;
+	}
+	TALLOC_FREE(key);
+}
+
+/* At disconnect: the connection's counters go into the share's total. */
+static void iotune_share_retire(struct iotune_share *share)
+{
+	struct iotune_process *p = share->proc;
+	struct iotune_stats total = { 0 };
+	char *key = NULL;
+	char *total_key = NULL;
+	TDB_DATA old;
+
+	if (!share->config.stats || !iotune_stats_open(p)) {
+		return;
+	}
+	key = iotune_share_key(talloc_tos(), share);
+	total_key = talloc_asprintf(talloc_tos(), "total:%s", share->name);
+	if (key == NULL || total_key == NULL ||
+	    tdb_transaction_start(p->stats_tdb) != 0) {
+		goto done;
+	}
+	old = tdb_fetch(p->stats_tdb, iotune_text_key(total_key));
+	if (old.dptr != NULL &&
+	    iotune_stats_parse((const char *)old.dptr, old.dsize,
+			       &total) != 0) {
+		DBG_WARNING("bad record '%s' in %s, starting it anew\n",
+			    total_key, IOTUNE_STATS_TDB);
+		ZERO_STRUCT(total);
+	}
+	SAFE_FREE(old.dptr);
+	iotune_stats_merge(&total, &share->stats);
+	if (iotune_stats_store(p->stats_tdb, total_key, &total) != 0) {
+		tdb_transaction_cancel(p->stats_tdb);
+		goto done;
+	}
+	tdb_delete(p->stats_tdb, iotune_text_key(key));
+	if (tdb_transaction_commit(p->stats_tdb) != 0) {
+		DBG_WARNING("cannot commit iotune counters of '%s'\n",
+			    share->name);
+	}
+done:
+	TALLOC_FREE(key);
+	TALLOC_FREE(total_key);
+}
+
+static void iotune_publish_timer_arm(struct iotune_process *p);
+
+static void iotune_publish_fn(struct tevent_context *ev,
+			      struct tevent_timer *te,
+			      struct timeval now,
+			      void *private_data)
+{
+	struct iotune_process *p = private_data;
+	struct iotune_share *share = NULL;
+
+	p->publish_timer = NULL;
+	for (share = p->shares; share != NULL; share = share->next) {
+		if (memcmp(&share->stats, &share->published,
+			   sizeof(share->stats)) != 0) {
+			iotune_share_publish(share);
+		}
+	}
+	iotune_publish_timer_arm(p);
+}
+
+static void iotune_publish_timer_arm(struct iotune_process *p)
+{
+	if (p->publish_timer != NULL || p->shares == NULL) {
+		return;
+	}
+	p->publish_timer = tevent_add_timer(p->ev, p,
+					    tevent_timeval_current_ofs(1, 0),
+					    iotune_publish_fn, p);
+}
+
+static void iotune_reset_counters(struct iotune_process *p)
+{
+	struct iotune_share *share = NULL;
+
+	for (share = p->shares; share != NULL; share = share->next) {
+		uint64_t active = share->stats.wc.caches_active;
+
+		ZERO_STRUCT(share->stats);
+		share->stats.wc.caches_active = active;
+		iotune_share_publish(share);
+	}
+}
+
+/*
+ * "smbcontrol smbd profile off|count|on|flush" (MSG_PROFILE) goes to one
+ * handler only, the one registered last: ours, which passes it on to
+ * smbd's set_profile_level() and then switches iotune's counting the same
+ * way (flush resets the counters of this process).
+ */
+static void iotune_profile_message(struct messaging_context *msg_ctx,
+				   void *private_data,
+				   uint32_t msg_type,
+				   struct server_id src,
+				   DATA_BLOB *data)
+{
+	struct iotune_process *p = private_data;
+	int level;
+
+	if (data->length != sizeof(level)) {
+		DBG_WARNING("got an invalid profile message\n");
+		return;
+	}
+	memcpy(&level, data->data, sizeof(level));
+	set_profile_level(level, &src);
+	switch (level) {
+	case 0:
+		p->counting = false;
+		break;
+	case 1:
+	case 2:
+		p->counting = true;
+		break;
+	case 3:
+		iotune_reset_counters(p);
+		break;
+	}
+	DBG_NOTICE("profile level %d: iotune counters %s\n", level,
+		   level == 3 ? "reset" : p->counting ? "on" : "off");
+}
+
 static int iotune_process_destructor(struct iotune_process *p)
 {
 	tevent_trace_callback_t cb = NULL;
@@ -730,13 +997,22 @@ static int iotune_process_destructor(struct iotune_process *p)
 		tevent_set_trace_callback(p->ev, p->prev_trace_cb,
 					  p->prev_trace_private);
 	}
+	if (p->msg_ctx != NULL) {
+		messaging_deregister(p->msg_ctx, MSG_PROFILE, p);
+	}
+	if (p->stats_tdb != NULL) {
+		tdb_close(p->stats_tdb);
+		p->stats_tdb = NULL;
+	}
 	if (iotune_proc == p) {
 		iotune_proc = NULL;
 	}
 	return 0;
 }
 
-static struct iotune_process *iotune_process_get(struct tevent_context *ev)
+static struct iotune_process *iotune_process_get(
+	struct tevent_context *ev,
+	struct messaging_context *msg_ctx)
 {
 	struct iotune_process *p = iotune_proc;
 
@@ -760,6 +1036,11 @@ static struct iotune_process *iotune_process_get(struct tevent_context *ev)
 				  &p->prev_trace_private);
 	tevent_set_trace_callback(ev, iotune_trace_callback, p);
 	talloc_set_destructor(p, iotune_process_destructor);
+	p->counting = true;
+	if (NT_STATUS_IS_OK(messaging_register(msg_ctx, p, MSG_PROFILE,
+					       iotune_profile_message))) {
+		p->msg_ctx = msg_ctx;
+	}
 	p->connections = 1;
 	iotune_proc = p;
 	return p;
@@ -812,6 +1093,8 @@ static int iotune_share_destructor(struct iotune_share *share)
 		(void)iotune_cache_flush_now(cache, IOTUNE_FLUSH_DISCONNECT);
 		iotune_cache_end(cache);
 	}
+	iotune_share_retire(share);
+	DLIST_REMOVE(share->proc->shares, share);
 	iotune_process_put(share->proc);
 	return 0;
 }
@@ -853,7 +1136,8 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 		return -1;
 	}
 
-	share->proc = iotune_process_get(handle->conn->sconn->ev_ctx);
+	share->proc = iotune_process_get(handle->conn->sconn->ev_ctx,
+					 handle->conn->sconn->msg_ctx);
 	if (share->proc == NULL) {
 		TALLOC_FREE(share);
 		errno = ENOMEM;
@@ -861,7 +1145,10 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 	}
 	share->name = lp_const_servicename(snum);
 	share->sync_always = lp_sync_always(snum);
+	share->serial = ++share->proc->next_share_serial;
+	DLIST_ADD(share->proc->shares, share);
 	talloc_set_destructor(share, iotune_share_destructor);
+	iotune_publish_timer_arm(share->proc);
 
 	ret = SMB_VFS_NEXT_CONNECT(handle, service, user);
 	if (ret < 0) {
@@ -1093,9 +1380,19 @@ struct iotune_pwrite_state {
 	size_t n;
 	off_t offset;
 	uint64_t cache_gen;
+	uint64_t started_us;
 	struct iotune_waiter *waiter;
 	struct iotune_aio_result result;
 };
+
+static void iotune_pwrite_count(struct tevent_req *req)
+{
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+
+	iotune_count_io(state->share, true, state->result.ret,
+			state->started_us);
+}
 
 enum iotune_step {
 	IOTUNE_STEP_DONE,
@@ -1136,8 +1433,10 @@ static void iotune_pwrite_disk_done(struct tevent_req *subreq)
 		req, struct iotune_pwrite_state);
 	struct iotune_cache *cache = NULL;
 
-	state->result.ret = SMB_VFS_PWRITE_RECV(subreq, &state->result.vfs_aio_state);
+	state->result.ret = SMB_VFS_PWRITE_RECV(subreq,
+						&state->result.vfs_aio_state);
 	TALLOC_FREE(subreq);
+	iotune_pwrite_count(req);
 	cache = iotune_cache_of(state->fsp);
 	if (cache != NULL && state->cache_gen == cache->gen) {
 		iotune_wc_bypass_done(&cache->wc, (uint64_t)state->offset,
@@ -1178,8 +1477,8 @@ static enum iotune_step iotune_pwrite_step(struct tevent_req *req,
 				*err = iotune_wc_take_error(&cache->wc);
 				v = IOTUNE_WC_ERROR;
 			} else {
-				state->share->wc_stats.writes_total++;
-				state->share->wc_stats.writes_bypassed++;
+				state->share->stats.wc.writes_total++;
+				state->share->stats.wc.writes_bypassed++;
 				v = IOTUNE_WC_BYPASS;
 			}
 		} else {
@@ -1225,10 +1524,12 @@ static bool iotune_pwrite_waiter_step(struct iotune_waiter *w)
 		return false;
 	case IOTUNE_STEP_DONE:
 		iotune_waiter_remove(w);
+		iotune_pwrite_count(req);
 		tevent_req_done(req);
 		return true;
 	case IOTUNE_STEP_FAILED:
 		iotune_waiter_remove(w);
+		iotune_pwrite_count(req);
 		tevent_req_error(req, err);
 		return true;
 	case IOTUNE_STEP_DISPATCHED:
@@ -1275,14 +1576,15 @@ static struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	*state = (struct iotune_pwrite_state) {
 		.ev = ev, .handle = handle, .fsp = fsp, .share = share,
 		.data = data, .n = n, .offset = offset,
+		.started_us = iotune_now_us(),
 	};
 
 	if (file != NULL && offset >= 0) {
 		cache = iotune_cache_for_write(share, file, fsp);
 	}
 	if (cache == NULL) {
-		share->wc_stats.writes_total++;
-		share->wc_stats.writes_bypassed++;
+		share->stats.wc.writes_total++;
+		share->stats.wc.writes_bypassed++;
 		if (!iotune_pwrite_to_disk(req, NULL)) {
 			tevent_req_error(req, ENOMEM);
 			return tevent_req_post(req, ev);
@@ -1298,9 +1600,11 @@ static struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	}
 	switch (iotune_pwrite_step(req, cache, &err)) {
 	case IOTUNE_STEP_DONE:
+		iotune_pwrite_count(req);
 		tevent_req_done(req);
 		return tevent_req_post(req, ev);
 	case IOTUNE_STEP_FAILED:
+		iotune_pwrite_count(req);
 		tevent_req_error(req, err);
 		return tevent_req_post(req, ev);
 	case IOTUNE_STEP_DISPATCHED:
@@ -1333,6 +1637,7 @@ static ssize_t iotune_pwrite(struct vfs_handle_struct *handle,
 {
 	struct iotune_share *share = iotune_share_of(handle);
 	struct iotune_cache *cache = NULL;
+	uint64_t started = iotune_now_us();
 	ssize_t ret;
 	int err;
 
@@ -1341,9 +1646,10 @@ static ssize_t iotune_pwrite(struct vfs_handle_struct *handle,
 		errno = err;
 		return -1;
 	}
-	share->wc_stats.writes_total++;
-	share->wc_stats.writes_bypassed++;
+	share->stats.wc.writes_total++;
+	share->stats.wc.writes_bypassed++;
 	ret = SMB_VFS_NEXT_PWRITE(handle, fsp, data, n, offset);
+	iotune_count_io(share, true, ret, started);
 	cache = iotune_cache_of(fsp);
 	if (cache != NULL) {
 		iotune_wc_note_disk_write(&cache->wc, (uint64_t)offset, ret);
@@ -1382,25 +1688,31 @@ static ssize_t iotune_pread(struct vfs_handle_struct *handle,
 			    size_t n,
 			    off_t offset)
 {
+	struct iotune_share *share = iotune_share_of(handle);
 	struct iotune_cache *cache = iotune_cache_of(fsp);
+	uint64_t started = iotune_now_us();
 	size_t got;
 	ssize_t ret;
 
 	if (cache != NULL && offset >= 0 &&
 	    iotune_wc_read_cached(&cache->wc, (uint64_t)offset, data, n,
 				  &got)) {
-		return (ssize_t)got;
+		ret = (ssize_t)got;
+	} else {
+		ret = SMB_VFS_NEXT_PREAD(handle, fsp, data, n, offset);
+		if (ret >= 0 && cache != NULL && offset >= 0) {
+			ret = (ssize_t)iotune_wc_read_overlay(
+				&cache->wc, NULL, (uint64_t)offset, data, n,
+				(size_t)ret);
+		}
 	}
-	ret = SMB_VFS_NEXT_PREAD(handle, fsp, data, n, offset);
-	if (ret < 0 || cache == NULL || offset < 0) {
-		return ret;
-	}
-	return (ssize_t)iotune_wc_read_overlay(&cache->wc, NULL,
-					       (uint64_t)offset, data, n,
-					       (size_t)ret);
+	iotune_count_io(share, false, ret, started);
+	return ret;
 }
 
 struct iotune_pread_state {
+	struct iotune_share *share;
+	uint64_t started_us;
 	struct files_struct *fsp;
 	void *data;
 	size_t n;
@@ -1438,6 +1750,7 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 		return NULL;
 	}
 	*state = (struct iotune_pread_state) {
+		.share = iotune_share_of(handle), .started_us = iotune_now_us(),
 		.fsp = fsp, .data = data, .n = n, .offset = offset,
 	};
 	talloc_set_destructor(state, iotune_pread_state_destructor);
@@ -1446,6 +1759,8 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 		if (iotune_wc_read_cached(&cache->wc, (uint64_t)offset, data,
 					  n, &got)) {
 			state->result.ret = (ssize_t)got;
+			iotune_count_io(state->share, false, state->result.ret,
+					state->started_us);
 			tevent_req_done(req);
 			return tevent_req_post(req, ev);
 		}
@@ -1474,7 +1789,8 @@ static void iotune_pread_done(struct tevent_req *subreq)
 		req, struct iotune_pread_state);
 	struct iotune_cache *cache = NULL;
 
-	state->result.ret = SMB_VFS_PREAD_RECV(subreq, &state->result.vfs_aio_state);
+	state->result.ret = SMB_VFS_PREAD_RECV(subreq,
+					       &state->result.vfs_aio_state);
 	TALLOC_FREE(subreq);
 	if (state->result.ret >= 0 && state->offset >= 0) {
 		cache = iotune_cache_of(state->fsp);
@@ -1485,6 +1801,8 @@ static void iotune_pread_done(struct tevent_req *subreq)
 				state->data, state->n, (size_t)state->result.ret);
 		}
 	}
+	iotune_count_io(state->share, false, state->result.ret,
+			state->started_us);
 	tevent_req_done(req);
 }
 
@@ -1557,6 +1875,9 @@ static struct tevent_req *iotune_fsync_send(struct vfs_handle_struct *handle,
 	*state = (struct iotune_fsync_state) {
 		.ev = ev, .handle = handle, .fsp = fsp,
 	};
+	if (iotune_counting(iotune_share_of(handle))) {
+		iotune_share_of(handle)->stats.fsync_ops++;
+	}
 	return iotune_after_flush(req, ev, fsp, IOTUNE_FLUSH_FSYNC,
 				  iotune_fsync_next);
 }

@@ -59,6 +59,7 @@ void iotune_format_size(uint64_t value, char *buf, size_t buflen);
  * The configuration of one share, read once at tree connect.
  */
 struct iotune_config {
+	bool stats;
 	uint64_t write_cache_size;
 	uint64_t write_cache_max_files;
 	uint64_t write_cache_flush_timeout_ms;

@@ -187,6 +187,7 @@ static void test_config_defaults(void **state)
 	assert_true(c.write_cache_size == 1024 * 1024);
 	assert_true(c.write_cache_max_files == 10);
 	assert_true(c.write_cache_flush_timeout_ms == 1000);
+	assert_true(c.stats);
 	assert_string_equal(err, "");
 }
 
@@ -196,6 +197,7 @@ static void test_config_values(void **state)
 		"write cache size", "8K",
 		"write cache max files", "3",
 		"write cache flush timeout", "2s",
+		"stats", "no",
 		NULL,
 	};
 	struct iotune_config c;
@@ -208,11 +210,13 @@ static void test_config_values(void **state)
 	assert_true(c.write_cache_size == 8192);
 	assert_true(c.write_cache_max_files == 3);
 	assert_true(c.write_cache_flush_timeout_ms == 2000);
+	assert_false(c.stats);
 
 	iotune_config_describe(&c, desc, sizeof(desc));
 	assert_non_null(strstr(desc, "write cache size = 8K"));
 	assert_non_null(strstr(desc, "write cache max files = 3"));
 	assert_non_null(strstr(desc, "flush timeout = 2000ms"));
+	assert_non_null(strstr(desc, "stats = no"));
 }
 
 static void test_config_invalid_names_option_value_and_accepted(void **s)
@@ -250,6 +254,19 @@ static void test_config_out_of_range(void **state)
 	assert_non_null(strstr(err, "from 1 to 3600000"));
 }
 
+static void test_config_bool_option(void **state)
+{
+	const char *conf[] = { "stats", "perhaps", NULL };
+	struct iotune_config c;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(iotune_config_load(&c, fake_lookup, conf,
+					    err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'perhaps' for 'iotune:stats'"));
+	assert_non_null(strstr(err, "expected yes or no"));
+}
+
 static void test_config_error_truncates_safely(void **state)
 {
 	const char *conf[] = { "write cache max files", "many", NULL };
@@ -279,6 +296,7 @@ int main(void)
 		cmocka_unit_test(
 			test_config_invalid_names_option_value_and_accepted),
 		cmocka_unit_test(test_config_out_of_range),
+		cmocka_unit_test(test_config_bool_option),
 		cmocka_unit_test(test_config_error_truncates_safely),
 	};
 
