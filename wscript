@@ -113,6 +113,8 @@ def build(bld):
         lib=[':' + x for x in SAMBA_PRIVATE_LIBS],
         install_path=os.path.join(libdir, 'vfs'))
 
+    bld.install_files('${PREFIX}/bin', ['tools/iotune-stat'], chmod=0o755)
+
     # a scriptable SMB2 client for the integration tests (leases, breaks,
     # FLUSH, truncate: what python3-samba lacks)
     bld(features='c cprogram', source='tests/clients/smb2_script.c',

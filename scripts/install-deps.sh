@@ -9,7 +9,7 @@ PACKAGES="
 	gcc make pkg-config python3 perl dpkg-dev
 	flex bison libkeyutils-dev libparse-yapp-perl libbsd-dev
 	libgnutls28-dev zlib1g-dev
-	tdb-tools iproute2 strace util-linux procps python3-pytest
+	tdb-tools iproute2 strace util-linux procps python3-pytest python3-tdb
 "
 
 missing=""
