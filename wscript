@@ -126,6 +126,9 @@ def build(bld):
         linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
         lib=[':' + x for x in CLIENT_LIBS])
 
+    bld(features='c cprogram', source='bench/stats_micro.c',
+        target='bench/stats-micro', use='iotune_core', install_path=None)
+
     for name, linkflags in sorted(UNIT_TESTS.items()):
         bld(features='c cprogram', source='tests/unit/test_%s.c' % name,
             target='tests/unit/test_%s' % name, linkflags=linkflags,

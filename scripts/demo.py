@@ -9,6 +9,7 @@ import argparse
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -100,6 +101,7 @@ def main():
     rows = []
     deltas = {}
     all_ok = True
+    stat_table = ''
     with smbd:
         print('iotune demo: smbd pid %d on %s (config %s)' %
               (smbd.proc.pid, smbd.address, smbd.conf))
@@ -114,6 +116,10 @@ def main():
             before = after
             rows.append((share, put, get, wps, ok1 and ok2))
             all_ok = all_ok and ok1 and ok2
+        stat_table = subprocess.run(
+            [os.path.join(harness.REPO, 'tools', 'iotune-stat'),
+             '--configfile', smbd.conf], capture_output=True,
+            text=True).stdout
 
     print('\nWhat smbd logged about iotune (log level 1 vfs:3):')
     for header, body in log_entries(smbd.log_text()):
@@ -135,6 +141,10 @@ def main():
     for key, label in COUNTERS:
         print('  %-30s %12d %12d' % (label, deltas['plain'][key],
                                      deltas['iotune'][key]))
+    print('\niotune\'s own counters (tools/iotune-stat --configfile %s):' %
+          smbd.conf)
+    print(''.join('  ' + line + '\n' for line in stat_table.splitlines()),
+          end='')
     if all_ok and not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
