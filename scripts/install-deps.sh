@@ -10,6 +10,7 @@ PACKAGES="
 	flex bison libkeyutils-dev libparse-yapp-perl libbsd-dev
 	libgnutls28-dev zlib1g-dev
 	tdb-tools iproute2 strace util-linux procps python3-pytest python3-tdb
+	clang libclang-rt-14-dev
 "
 
 missing=""

@@ -2,6 +2,7 @@
 # Runs iotune's test stages and prints one summary line at the end.
 #   unit         cmocka tests of the core (build/tests/unit/test_*)
 #   integration  pytest against a real smbd (tests/integration)
+#   fuzz         libFuzzer targets of the core (tests/fuzz), bounded runs
 #   conformance  smbtorture, plain share vs iotune shares
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -14,7 +15,13 @@ import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-STAGES = ['unit', 'integration', 'conformance']
+STAGES = ['unit', 'fuzz', 'integration', 'conformance']
+
+# fuzz target -> libFuzzer arguments (bounded: a test, not a campaign)
+FUZZ_TARGETS = {
+    'parsers': ['-runs=200000', '-max_len=512'],
+    'wcache': ['-runs=300000', '-max_len=2048'],
+}
 
 
 def run(cmd):
@@ -51,6 +58,33 @@ def stage_unit():
             f = 1
         passed += p
         failed += f
+    return passed, failed
+
+
+def stage_fuzz():
+    passed = failed = 0
+    out_dir = os.path.join(REPO, 'build', 'fuzz')
+    os.makedirs(out_dir, exist_ok=True)
+    core = sorted(glob.glob(os.path.join(REPO, 'modules', '*.c')))
+    core = [c for c in core if not c.endswith('vfs_iotune.c')]
+    for name, fuzz_args in sorted(FUZZ_TARGETS.items()):
+        binary = os.path.join(out_dir, 'fuzz_' + name)
+        corpus = os.path.join(out_dir, 'corpus_' + name)
+        os.makedirs(corpus, exist_ok=True)
+        rc, _ = run(['clang', '-g', '-O1',
+                     '-fsanitize=fuzzer,address,undefined',
+                     '-fno-sanitize-recover=undefined',
+                     '-I', os.path.join(REPO, 'include'),
+                     os.path.join(REPO, 'tests', 'fuzz',
+                                  'fuzz_%s.c' % name)] + core +
+                    ['-o', binary])
+        if rc == 0:
+            rc, _ = run([binary, '-seed=1', '-artifact_prefix=%s/' %
+                         out_dir] + fuzz_args + [corpus])
+        if rc == 0:
+            passed += 1
+        else:
+            failed += 1
     return passed, failed
 
 
