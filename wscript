@@ -19,6 +19,7 @@ CORE_SOURCES = [
     'modules/wcache.c',
     'modules/config.c',
     'modules/stats.c',
+    'modules/readahead.c',
 ]
 
 # unit test name -> extra link flags (syscall and libc fakes)
@@ -26,6 +27,7 @@ UNIT_TESTS = {
     'wcache': ['-Wl,--wrap=malloc'],
     'config': [],
     'stats': [],
+    'readahead': [],
 }
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',

@@ -1,0 +1,106 @@
+/*
+ * iotune - read-ahead policy (pure core, no Samba)
+ *
+ * Copyright (C) iotune authors 2026
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ *
+ * Per open handle, up to IOTUNE_RA_STREAMS streams of reads are tracked.
+ * A read belongs to a stream when it starts at or after the stream's
+ * first offset and no further than a tolerance past the stream's end:
+ * forward reads that arrive out of order (clients keep several 1 MiB
+ * reads in flight) stay in their stream, reverse and far-strided reads do
+ * not.  Each read returns an action: a range to prefetch and/or a range
+ * to drop behind the reader.  Prefetched bytes the reader has not reached
+ * yet count against a per-process budget.
+ */
+
+#ifndef IOTUNE_READAHEAD_H
+#define IOTUNE_READAHEAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum iotune_ra_mode {
+	IOTUNE_RA_OFF,		/* no read-ahead at all (kernel's off too) */
+	IOTUNE_RA_KERNEL,	/* leave it to Linux */
+	IOTUNE_RA_FIXED,	/* like vfs_readahead: at offset multiples */
+	IOTUNE_RA_ADAPTIVE,	/* per-stream windows */
+};
+
+struct iotune_ra_config {
+	enum iotune_ra_mode mode;
+	uint64_t fixed_offset;
+	uint64_t fixed_size;
+	uint64_t initial_window;
+	uint64_t max_window;
+	bool drop_behind;
+};
+
+#define IOTUNE_RA_STREAMS 4
+
+struct iotune_ra_stream {
+	bool used;
+	uint64_t start;		/* lowest offset of the stream */
+	uint64_t pos;		/* end of the furthest read */
+	uint64_t ahead;		/* prefetched up to here */
+	uint64_t dropped;	/* dropped behind up to here */
+	uint64_t window;
+	uint64_t last_used;
+	unsigned reads;
+};
+
+/* client hints from the create options */
+enum iotune_ra_hint {
+	IOTUNE_RA_HINT_NONE,
+	IOTUNE_RA_HINT_SEQUENTIAL,	/* FILE_SEQUENTIAL_ONLY */
+	IOTUNE_RA_HINT_RANDOM,		/* FILE_RANDOM_ACCESS */
+};
+
+struct iotune_ra_file {
+	struct iotune_ra_stream stream[IOTUNE_RA_STREAMS];
+	uint64_t tick;
+	enum iotune_ra_hint hint;
+};
+
+/* per smbd process: prefetched bytes not yet read */
+struct iotune_ra_budget {
+	uint64_t limit;
+	uint64_t outstanding;
+};
+
+struct iotune_ra_stats {
+	uint64_t prefetch_calls;
+	uint64_t prefetch_bytes;
+	uint64_t windows_grown;
+	uint64_t windows_shrunk;
+	uint64_t budget_refusals;
+	uint64_t streams_detected;
+	uint64_t drop_calls;
+	uint64_t drop_bytes;
+};
+
+struct iotune_ra_action {
+	uint64_t prefetch_off;
+	uint64_t prefetch_len;		/* 0: nothing to prefetch */
+	uint64_t drop_off;
+	uint64_t drop_len;		/* 0: nothing to drop */
+};
+
+/* a read of len bytes at off has arrived: what to do */
+void iotune_ra_read(const struct iotune_ra_config *cfg,
+		    struct iotune_ra_file *file,
+		    struct iotune_ra_budget *budget,
+		    struct iotune_ra_stats *stats,
+		    uint64_t off,
+		    uint64_t len,
+		    struct iotune_ra_action *action);
+
+/* the handle closes: its unread prefetched bytes leave the budget */
+void iotune_ra_close(struct iotune_ra_file *file,
+		     struct iotune_ra_budget *budget);
+
+/* reads this far behind a stream's end may still be in flight */
+uint64_t iotune_ra_tolerance(const struct iotune_ra_stream *s,
+			     uint64_t len);
+
+#endif /* IOTUNE_READAHEAD_H */

@@ -1,0 +1,261 @@
+/*
+ * iotune - read-ahead policy (pure core, no Samba)
+ *
+ * Copyright (C) iotune authors 2026
+ *
+ * This program is free software; you can redistribute it and/or modify
+ * it under the terms of the GNU General Public License as published by
+ * the Free Software Foundation; either version 3 of the License, or
+ * (at your option) any later version.
+ *
+ * This program is distributed in the hope that it will be useful,
+ * but WITHOUT ANY WARRANTY; without even the implied warranty of
+ * MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+ * GNU General Public License for more details.
+ *
+ * You should have received a copy of the GNU General Public License
+ * along with this program.  If not, see <http://www.gnu.org/licenses/>.
+ */
+
+#include <string.h>
+
+#include "iotune/readahead.h"
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* sequential after this many reads in one stream */
+#define IOTUNE_RA_SEQUENTIAL_READS 2
+/* drop behind in pieces of at least this much */
+#define IOTUNE_RA_DROP_CHUNK (1024 * 1024)
+/* out-of-order reads in flight a stream tolerates, in read sizes */
+#define IOTUNE_RA_REORDER_READS 8
+
+uint64_t iotune_ra_tolerance(const struct iotune_ra_stream *s, uint64_t len)
+{
+	return MAX(s->window, IOTUNE_RA_REORDER_READS * len);
+}
+
+static uint64_t unread(const struct iotune_ra_stream *s)
+{
+	return s->ahead > s->pos ? s->ahead - s->pos : 0;
+}
+
+static bool matches(const struct iotune_ra_stream *s, uint64_t off,
+		    uint64_t len)
+{
+	return s->used && off >= s->start &&
+	       off <= s->pos + iotune_ra_tolerance(s, len);
+}
+
+static struct iotune_ra_stream *find_stream(struct iotune_ra_file *f,
+					    uint64_t off, uint64_t len)
+{
+	size_t i;
+
+	for (i = 0; i < IOTUNE_RA_STREAMS; i++) {
+		if (matches(&f->stream[i], off, len)) {
+			return &f->stream[i];
+		}
+	}
+	return NULL;
+}
+
+static void forget_stream(struct iotune_ra_stream *s,
+			  struct iotune_ra_budget *budget)
+{
+	uint64_t u = unread(s);
+
+	budget->outstanding -= MIN(u, budget->outstanding);
+	memset(s, 0, sizeof(*s));
+}
+
+/* A read that fits no stream: random access shrinks the others. */
+static struct iotune_ra_stream *new_stream(const struct iotune_ra_config *cfg,
+					   struct iotune_ra_file *f,
+					   struct iotune_ra_budget *budget,
+					   struct iotune_ra_stats *stats,
+					   uint64_t off)
+{
+	struct iotune_ra_stream *victim = &f->stream[0];
+	size_t i;
+
+	for (i = 0; i < IOTUNE_RA_STREAMS; i++) {
+		struct iotune_ra_stream *s = &f->stream[i];
+
+		if (s->used && s->window > cfg->initial_window) {
+			s->window = MAX(s->window / 2, cfg->initial_window);
+			stats->windows_shrunk++;
+		}
+		if (!s->used) {
+			victim = s;
+			break;
+		}
+		if (s->last_used < victim->last_used) {
+			victim = s;
+		}
+	}
+	forget_stream(victim, budget);
+	victim->used = true;
+	victim->start = off;
+	victim->pos = off;
+	victim->ahead = off;
+	victim->dropped = off;
+	victim->window = cfg->initial_window;
+	if (f->hint == IOTUNE_RA_HINT_SEQUENTIAL) {
+		victim->reads = IOTUNE_RA_SEQUENTIAL_READS - 1;
+		victim->window = MIN(2 * cfg->initial_window,
+				     cfg->max_window);
+	}
+	return victim;
+}
+
+/* the reader moved to end: its unread prefetched bytes shrink */
+static void advance(struct iotune_ra_stream *s,
+		    struct iotune_ra_budget *budget,
+		    uint64_t end)
+{
+	uint64_t before = unread(s);
+	uint64_t after;
+
+	s->pos = MAX(s->pos, end);
+	after = unread(s);
+	if (before > after) {
+		budget->outstanding -= MIN(before - after,
+					   budget->outstanding);
+	}
+}
+
+static bool take_budget(struct iotune_ra_budget *budget,
+			struct iotune_ra_stats *stats,
+			uint64_t len)
+{
+	if (budget->limit != 0 && budget->outstanding + len > budget->limit) {
+		stats->budget_refusals++;
+		return false;
+	}
+	budget->outstanding += len;
+	return true;
+}
+
+static void prefetch(struct iotune_ra_stream *s,
+		     struct iotune_ra_budget *budget,
+		     struct iotune_ra_stats *stats,
+		     uint64_t from,
+		     uint64_t to,
+		     struct iotune_ra_action *action)
+{
+	if (to <= from || !take_budget(budget, stats, to - from)) {
+		return;
+	}
+	action->prefetch_off = from;
+	action->prefetch_len = to - from;
+	s->ahead = MAX(s->ahead, to);
+	stats->prefetch_calls++;
+	stats->prefetch_bytes += to - from;
+}
+
+static void adaptive(const struct iotune_ra_config *cfg,
+		     struct iotune_ra_stream *s,
+		     struct iotune_ra_budget *budget,
+		     struct iotune_ra_stats *stats,
+		     struct iotune_ra_action *action)
+{
+	uint64_t from = MAX(s->ahead, s->pos);
+
+	if (s->reads < IOTUNE_RA_SEQUENTIAL_READS) {
+		return;
+	}
+	/* the reader is into the last half of what was prefetched */
+	if (s->pos + s->window / 2 < s->ahead) {
+		return;
+	}
+	if (s->ahead > s->start && s->window < cfg->max_window) {
+		s->window = MIN(2 * s->window, cfg->max_window);
+		stats->windows_grown++;
+	}
+	prefetch(s, budget, stats, from, s->pos + s->window, action);
+}
+
+static void fixed(const struct iotune_ra_config *cfg,
+		  struct iotune_ra_stream *s,
+		  struct iotune_ra_budget *budget,
+		  struct iotune_ra_stats *stats,
+		  uint64_t off,
+		  struct iotune_ra_action *action)
+{
+	if (cfg->fixed_offset == 0 || off % cfg->fixed_offset != 0) {
+		return;
+	}
+	prefetch(s, budget, stats, MAX(off, s->ahead), off + cfg->fixed_size,
+		 action);
+}
+
+/* Drops what the reader left well behind, never what it may still read. */
+static void drop_behind(struct iotune_ra_stream *s,
+			uint64_t len,
+			struct iotune_ra_stats *stats,
+			struct iotune_ra_action *action)
+{
+	uint64_t keep = iotune_ra_tolerance(s, len);
+	uint64_t upto;
+
+	if (s->pos <= s->start + keep) {
+		return;
+	}
+	upto = s->pos - keep;
+	if (upto < s->dropped + IOTUNE_RA_DROP_CHUNK) {
+		return;
+	}
+	action->drop_off = s->dropped;
+	action->drop_len = upto - s->dropped;
+	s->dropped = upto;
+	stats->drop_calls++;
+	stats->drop_bytes += action->drop_len;
+}
+
+void iotune_ra_read(const struct iotune_ra_config *cfg,
+		    struct iotune_ra_file *file,
+		    struct iotune_ra_budget *budget,
+		    struct iotune_ra_stats *stats,
+		    uint64_t off,
+		    uint64_t len,
+		    struct iotune_ra_action *action)
+{
+	struct iotune_ra_stream *s = NULL;
+
+	memset(action, 0, sizeof(*action));
+	if (cfg->mode == IOTUNE_RA_OFF || cfg->mode == IOTUNE_RA_KERNEL ||
+	    len == 0 || off + len < off) {
+		return;
+	}
+	s = find_stream(file, off, len);
+	if (s == NULL) {
+		s = new_stream(cfg, file, budget, stats, off);
+	}
+	s->last_used = ++file->tick;
+	s->reads++;
+	if (s->reads == IOTUNE_RA_SEQUENTIAL_READS) {
+		stats->streams_detected++;
+	}
+	advance(s, budget, off + len);
+
+	if (cfg->mode == IOTUNE_RA_FIXED) {
+		fixed(cfg, s, budget, stats, off, action);
+	} else if (file->hint != IOTUNE_RA_HINT_RANDOM) {
+		adaptive(cfg, s, budget, stats, action);
+	}
+	if (cfg->drop_behind && s->reads >= IOTUNE_RA_SEQUENTIAL_READS) {
+		drop_behind(s, len, stats, action);
+	}
+}
+
+void iotune_ra_close(struct iotune_ra_file *file,
+		     struct iotune_ra_budget *budget)
+{
+	size_t i;
+
+	for (i = 0; i < IOTUNE_RA_STREAMS; i++) {
+		forget_stream(&file->stream[i], budget);
+	}
+}

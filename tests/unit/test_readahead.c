@@ -1,0 +1,291 @@
+/*
+ * Unit tests of iotune's read-ahead policy: stream detection on
+ * sequential, reverse, strided, random, out-of-order and interleaved
+ * reads; window growth and cap; the budget; drop-behind; fixed mode.
+ *
+ * Copyright (C) iotune authors 2026
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "iotune/readahead.h"
+
+#define KIB 1024ULL
+#define MIB (1024 * KIB)
+
+struct fixture {
+	struct iotune_ra_config cfg;
+	struct iotune_ra_file file;
+	struct iotune_ra_budget budget;
+	struct iotune_ra_stats stats;
+	uint64_t prefetched;	/* union end of prefetches so far */
+	uint64_t prefetch_bytes;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->cfg = (struct iotune_ra_config) {
+		.mode = IOTUNE_RA_ADAPTIVE,
+		.initial_window = 128 * KIB,
+		.max_window = 4 * MIB,
+	};
+	f->budget.limit = 64 * MIB;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	free(*state);
+	return 0;
+}
+
+static struct iotune_ra_action rd(struct fixture *f, uint64_t off,
+				  uint64_t len)
+{
+	struct iotune_ra_action a;
+
+	iotune_ra_read(&f->cfg, &f->file, &f->budget, &f->stats, off, len, &a);
+	if (a.prefetch_len > 0) {
+		f->prefetch_bytes += a.prefetch_len;
+		if (a.prefetch_off + a.prefetch_len > f->prefetched) {
+			f->prefetched = a.prefetch_off + a.prefetch_len;
+		}
+	}
+	return a;
+}
+
+static void test_sequential_detected_and_window_grows(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+
+	assert_int_equal(rd(f, 0, 64 * KIB).prefetch_len, 0);
+	for (off = 64 * KIB; off < 64 * MIB; off += 64 * KIB) {
+		rd(f, off, 64 * KIB);
+		/* always ahead of the reader, never wildly so */
+		assert_true(f->prefetched >= off + 64 * KIB);
+		assert_true(f->prefetched <= off + 64 * KIB + 4 * MIB);
+	}
+	assert_true(f->stats.streams_detected == 1);
+	assert_true(f->stats.windows_grown >= 5);
+	assert_true(f->file.stream[0].window == 4 * MIB);
+	/* little waste: what was prefetched is what was read, plus a window */
+	assert_true(f->prefetch_bytes <= 64 * MIB + 4 * MIB);
+	assert_true(f->budget.outstanding <= 4 * MIB);
+}
+
+static void test_out_of_order_forward_reads_stay_sequential(void **state)
+{
+	struct fixture *f = *state;
+	static const int order[] = { 0, 2, 1, 3, 5, 4, 7, 6, 8, 10, 9, 11 };
+	size_t round;
+	size_t i;
+
+	for (round = 0; round < 8; round++) {
+		for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+			rd(f, (round * 12 + (uint64_t)order[i]) * MIB, MIB);
+		}
+	}
+	assert_true(f->stats.streams_detected == 1);
+	assert_true(f->stats.windows_shrunk == 0);
+	assert_true(f->prefetched >= 96 * MIB);
+}
+
+static void test_reverse_reads_are_not_sequential(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+
+	for (off = 64 * MIB; off >= 64 * KIB; off -= 64 * KIB) {
+		assert_int_equal(rd(f, off, 64 * KIB).prefetch_len, 0);
+	}
+	assert_true(f->stats.prefetch_calls == 0);
+}
+
+static void test_strided_and_random_reads_prefetch_nothing(void **state)
+{
+	struct fixture *f = *state;
+	unsigned i;
+
+	for (i = 0; i < 1000; i++) {
+		rd(f, (uint64_t)i * 10 * MIB, 4 * KIB);	/* far stride */
+	}
+	srandom(7);
+	for (i = 0; i < 5000; i++) {
+		rd(f, ((uint64_t)random() % (1 << 20)) * 4 * KIB, 4 * KIB);
+	}
+	/* a random read may land near another now and then */
+	assert_true(f->prefetch_bytes <= 5000 * 4 * KIB / 10);
+}
+
+static void test_interleaved_streams_on_one_handle(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t i;
+
+	for (i = 0; i < 256; i++) {
+		rd(f, i * 64 * KIB, 64 * KIB);
+		rd(f, 1024 * MIB + i * 64 * KIB, 64 * KIB);
+		rd(f, 2048 * MIB + i * 64 * KIB, 64 * KIB);
+	}
+	assert_true(f->stats.streams_detected == 3);
+	for (i = 0; i < 3; i++) {
+		const struct iotune_ra_stream *s = &f->file.stream[i];
+
+		assert_true(s->ahead >= s->pos);
+		assert_true(s->window > f->cfg.initial_window);
+	}
+}
+
+static void test_random_reads_shrink_windows(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+	unsigned i;
+
+	for (off = 0; off < 32 * MIB; off += MIB) {
+		rd(f, off, MIB);
+	}
+	assert_true(f->file.stream[0].window > f->cfg.initial_window);
+	for (i = 0; i < 10; i++) {
+		rd(f, 4096 * MIB + i * 100 * MIB, 4 * KIB);
+	}
+	assert_true(f->stats.windows_shrunk > 0);
+}
+
+static void test_budget_bounds_outstanding_bytes(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_ra_file files[50];
+	uint64_t off;
+	size_t i;
+
+	memset(files, 0, sizeof(files));
+	f->budget.limit = 8 * MIB;
+	/* 50 readers each start a stream and stop */
+	for (i = 0; i < 50; i++) {
+		for (off = 0; off < 4 * MIB; off += 128 * KIB) {
+			struct iotune_ra_action a;
+
+			iotune_ra_read(&f->cfg, &files[i], &f->budget,
+				       &f->stats, off, 128 * KIB, &a);
+			assert_true(f->budget.outstanding <= 8 * MIB);
+		}
+	}
+	assert_true(f->stats.budget_refusals > 0);
+	/* closing hands the unread bytes back */
+	for (i = 0; i < 50; i++) {
+		iotune_ra_close(&files[i], &f->budget);
+	}
+	assert_true(f->budget.outstanding == 0);
+}
+
+static void test_drop_behind_never_ahead_of_reader(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t dropped_end = 0;
+	uint64_t dropped = 0;
+	uint64_t off;
+
+	f->cfg.drop_behind = true;
+	for (off = 0; off < 256 * MIB; off += MIB) {
+		struct iotune_ra_action a = rd(f, off, MIB);
+
+		if (a.drop_len == 0) {
+			continue;
+		}
+		/* contiguous, behind every read that may still be in flight */
+		assert_true(a.drop_off == dropped_end);
+		assert_true(a.drop_off + a.drop_len + 8 * MIB <= off + MIB);
+		dropped_end = a.drop_off + a.drop_len;
+		dropped += a.drop_len;
+	}
+	assert_true(dropped >= 256 * MIB - 16 * MIB);
+	assert_true(f->stats.drop_bytes == dropped);
+}
+
+static void test_fixed_mode_prefetches_at_boundaries(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_ra_action a;
+	uint64_t off;
+
+	f->cfg.mode = IOTUNE_RA_FIXED;
+	f->cfg.fixed_offset = 1 * MIB;
+	f->cfg.fixed_size = 2 * MIB;
+	a = rd(f, 0, 64 * KIB);
+	assert_true(a.prefetch_off == 0 && a.prefetch_len == 2 * MIB);
+	for (off = 64 * KIB; off < MIB; off += 64 * KIB) {
+		assert_int_equal(rd(f, off, 64 * KIB).prefetch_len, 0);
+	}
+	/* what the stream already prefetched is not asked for again */
+	a = rd(f, 1 * MIB, 64 * KIB);
+	assert_true(a.prefetch_off == 2 * MIB && a.prefetch_len == MIB);
+	assert_int_equal(rd(f, 5 * MIB + 1, 10).prefetch_len, 0);
+	/* a boundary read of a new stream gets its own */
+	a = rd(f, 100 * MIB, 4 * KIB);
+	assert_true(a.prefetch_off == 100 * MIB && a.prefetch_len == 2 * MIB);
+}
+
+static void test_off_and_kernel_modes_do_nothing(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+
+	f->cfg.mode = IOTUNE_RA_KERNEL;
+	f->cfg.drop_behind = true;
+	for (off = 0; off < 64 * MIB; off += MIB) {
+		struct iotune_ra_action a = rd(f, off, MIB);
+
+		assert_int_equal(a.prefetch_len, 0);
+		assert_int_equal(a.drop_len, 0);
+	}
+	f->cfg.mode = IOTUNE_RA_OFF;
+	assert_int_equal(rd(f, 64 * MIB, MIB).prefetch_len, 0);
+}
+
+static void test_client_hints(void **state)
+{
+	struct fixture *f = *state;
+
+	f->file.hint = IOTUNE_RA_HINT_SEQUENTIAL;
+	assert_true(rd(f, 0, 64 * KIB).prefetch_len > 0);
+	memset(&f->file, 0, sizeof(f->file));
+	f->file.hint = IOTUNE_RA_HINT_RANDOM;
+	assert_int_equal(rd(f, 0, 64 * KIB).prefetch_len, 0);
+	assert_int_equal(rd(f, 64 * KIB, 64 * KIB).prefetch_len, 0);
+	assert_int_equal(rd(f, 128 * KIB, 64 * KIB).prefetch_len, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_sequential_detected_and_window_grows),
+		T(test_out_of_order_forward_reads_stay_sequential),
+		T(test_reverse_reads_are_not_sequential),
+		T(test_strided_and_random_reads_prefetch_nothing),
+		T(test_interleaved_streams_on_one_handle),
+		T(test_random_reads_shrink_windows),
+		T(test_budget_bounds_outstanding_bytes),
+		T(test_drop_behind_never_ahead_of_reader),
+		T(test_fixed_mode_prefetches_at_boundaries),
+		T(test_off_and_kernel_modes_do_nothing),
+		T(test_client_hints),
+#undef T
+	};
+
+	return cmocka_run_group_tests_name("readahead", tests, NULL, NULL);
+}
