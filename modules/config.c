@@ -25,6 +25,7 @@
 #include <strings.h>
 
 #include "iotune/config.h"
+#include "iotune/readahead.h"
 
 #define KIB ((uint64_t)1024)
 #define MIB (KIB * KIB)
@@ -50,12 +51,81 @@ struct option_spec {
 
 #define CONFIG_FIELD(field) offsetof(struct iotune_config, field)
 
+static const struct iotune_enum_value readahead_modes[] = {
+	{ "off", IOTUNE_RA_OFF },
+	{ "kernel", IOTUNE_RA_KERNEL },
+	{ "fixed", IOTUNE_RA_FIXED },
+	{ "adaptive", IOTUNE_RA_ADAPTIVE },
+	{ NULL, 0 },
+};
+
+static const struct iotune_enum_value fadvise_choices[] = {
+	{ "none", IOTUNE_FADVISE_NONE },
+	{ "normal", IOTUNE_FADVISE_NORMAL },
+	{ "sequential", IOTUNE_FADVISE_SEQUENTIAL },
+	{ "random", IOTUNE_FADVISE_RANDOM },
+	{ "noreuse", IOTUNE_FADVISE_NOREUSE },
+	{ NULL, 0 },
+};
+
 static const struct option_spec option_specs[] = {
 	{
 		.name = "stats",
 		.kind = OPTION_BOOL,
 		.default_text = "yes",
 		.offset = CONFIG_FIELD(stats),
+	},
+	{
+		.name = "readahead",
+		.kind = OPTION_ENUM,
+		.default_text = "kernel",
+		.values = readahead_modes,
+		.offset = CONFIG_FIELD(readahead),
+	},
+	{
+		.name = "readahead offset",
+		.kind = OPTION_SIZE,
+		.default_text = "1M",
+		.min = 4 * KIB,
+		.max = 1 * GIB,
+		.offset = CONFIG_FIELD(readahead_offset),
+	},
+	{
+		.name = "readahead size",
+		.kind = OPTION_SIZE,
+		.default_text = "2M",
+		.min = 4 * KIB,
+		.max = 1 * GIB,
+		.offset = CONFIG_FIELD(readahead_size),
+	},
+	{
+		.name = "readahead max",
+		.kind = OPTION_SIZE,
+		.default_text = "4M",
+		.min = 128 * KIB,
+		.max = 1 * GIB,
+		.offset = CONFIG_FIELD(readahead_max),
+	},
+	{
+		.name = "readahead budget",
+		.kind = OPTION_SIZE,
+		.default_text = "64M",
+		.min = 0,
+		.max = 64 * GIB,
+		.offset = CONFIG_FIELD(readahead_budget),
+	},
+	{
+		.name = "fadvise",
+		.kind = OPTION_ENUM,
+		.default_text = "none",
+		.values = fadvise_choices,
+		.offset = CONFIG_FIELD(fadvise),
+	},
+	{
+		.name = "drop behind",
+		.kind = OPTION_BOOL,
+		.default_text = "no",
+		.offset = CONFIG_FIELD(drop_behind),
 	},
 	{
 		.name = "write cache size",
@@ -403,17 +473,39 @@ int iotune_config_load(struct iotune_config *config,
 	return 0;
 }
 
+static const char *enum_name(const struct iotune_enum_value *values,
+			     int value)
+{
+	size_t i;
+
+	for (i = 0; values[i].name != NULL; i++) {
+		if (values[i].value == value) {
+			return values[i].name;
+		}
+	}
+	return "?";
+}
+
 void iotune_config_describe(const struct iotune_config *config,
 			    char *buf,
 			    size_t buflen)
 {
 	char size[32];
+	char ra_max[32];
+	char budget[32];
 
 	iotune_format_size(config->write_cache_size, size, sizeof(size));
+	iotune_format_size(config->readahead_max, ra_max, sizeof(ra_max));
+	iotune_format_size(config->readahead_budget, budget, sizeof(budget));
 	snprintf(buf, buflen,
 		 "write cache size = %s, write cache max files = %" PRIu64
-		 ", write cache flush timeout = %" PRIu64 "ms, stats = %s",
+		 ", write cache flush timeout = %" PRIu64 "ms, readahead = %s"
+		 ", readahead max = %s, readahead budget = %s, fadvise = %s"
+		 ", drop behind = %s, stats = %s",
 		 size, config->write_cache_max_files,
 		 config->write_cache_flush_timeout_ms,
+		 enum_name(readahead_modes, config->readahead), ra_max, budget,
+		 enum_name(fadvise_choices, config->fadvise),
+		 config->drop_behind ? "yes" : "no",
 		 config->stats ? "yes" : "no");
 }

@@ -224,9 +224,11 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 {
 	struct iotune_ra_stream *s = NULL;
 
+	bool ours = cfg->mode == IOTUNE_RA_FIXED ||
+		    cfg->mode == IOTUNE_RA_ADAPTIVE;
+
 	memset(action, 0, sizeof(*action));
-	if (cfg->mode == IOTUNE_RA_OFF || cfg->mode == IOTUNE_RA_KERNEL ||
-	    len == 0 || off + len < off) {
+	if ((!ours && !cfg->drop_behind) || len == 0 || off + len < off) {
 		return;
 	}
 	s = find_stream(file, off, len);
@@ -242,7 +244,8 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 
 	if (cfg->mode == IOTUNE_RA_FIXED) {
 		fixed(cfg, s, budget, stats, off, action);
-	} else if (file->hint != IOTUNE_RA_HINT_RANDOM) {
+	} else if (cfg->mode == IOTUNE_RA_ADAPTIVE &&
+		   file->hint != IOTUNE_RA_HINT_RANDOM) {
 		adaptive(cfg, s, budget, stats, action);
 	}
 	if (cfg->drop_behind && s->reads >= IOTUNE_RA_SEQUENTIAL_READS) {

@@ -85,6 +85,15 @@ static const struct part parts[] = {
 	{ "wc_read_hits_overlay", PART_SCALAR, AT(wc.read_hits_overlay) },
 	{ "wc_caches_active", PART_SCALAR, AT(wc.caches_active) },
 	{ "wc_caches_refused", PART_SCALAR, AT(wc.caches_refused) },
+	{ "ra_prefetch_calls", PART_SCALAR, AT(ra.prefetch_calls) },
+	{ "ra_prefetch_bytes", PART_SCALAR, AT(ra.prefetch_bytes) },
+	{ "ra_windows_grown", PART_SCALAR, AT(ra.windows_grown) },
+	{ "ra_windows_shrunk", PART_SCALAR, AT(ra.windows_shrunk) },
+	{ "ra_budget_refusals", PART_SCALAR, AT(ra.budget_refusals) },
+	{ "ra_streams_detected", PART_SCALAR, AT(ra.streams_detected) },
+	{ "ra_drop_calls", PART_SCALAR, AT(ra.drop_calls) },
+	{ "ra_drop_bytes", PART_SCALAR, AT(ra.drop_bytes) },
+	{ "fadvise_calls", PART_SCALAR, AT(fadvise_calls) },
 };
 
 #define NUM_PARTS (sizeof(parts) / sizeof(parts[0]))

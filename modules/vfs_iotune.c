@@ -30,9 +30,11 @@
 #include "lib/util/tevent_ntstatus.h"
 
 #include "messages.h"
+#include "lib/pthreadpool/pthreadpool_tevent.h"
 #include <tdb.h>
 
 #include "iotune/config.h"
+#include "iotune/readahead.h"
 #include "iotune/stats.h"
 #include "iotune/wcache.h"
 
@@ -82,6 +84,8 @@ struct iotune_share {
 	bool sync_always;
 	struct iotune_process *proc;
 	unsigned serial;
+	struct iotune_ra_config ra_config;
+	bool ra_active;			/* prefetch or drop-behind to do */
 	struct iotune_stats stats;
 	struct iotune_stats published;
 };
@@ -108,6 +112,7 @@ struct iotune_process {
 	struct tdb_context *stats_tdb;
 	bool stats_tdb_failed;
 	struct tevent_timer *publish_timer;
+	struct iotune_ra_budget ra_budget;
 };
 
 static struct iotune_process *iotune_proc;
@@ -144,6 +149,7 @@ struct iotune_file {
 	struct iotune_cache *cache;
 	int fd;
 	bool write_through;
+	struct iotune_ra_file ra;
 };
 
 /* Something that waits for a cache's I/O in flight, in FIFO order */
@@ -1099,6 +1105,157 @@ static int iotune_share_destructor(struct iotune_share *share)
 	return 0;
 }
 
+
+/*
+ * Read-ahead and drop-behind.  readahead(2) and posix_fadvise(WILLNEED or
+ * DONTNEED) may block while they submit I/O, so they run in smbd's thread
+ * pool, on a dup() of the file descriptor (the file may be closed before
+ * the job runs).
+ */
+struct iotune_ra_job {
+	int fd;
+	off_t off;
+	off_t len;
+	bool drop;
+};
+
+static void iotune_ra_job_run(void *private_data)
+{
+	struct iotune_ra_job *job = private_data;
+
+	if (job->drop) {
+		(void)posix_fadvise(job->fd, job->off, job->len,
+				    POSIX_FADV_DONTNEED);
+		return;
+	}
+	if (readahead(job->fd, job->off, (size_t)job->len) != 0) {
+		(void)posix_fadvise(job->fd, job->off, job->len,
+				    POSIX_FADV_WILLNEED);
+	}
+}
+
+static void iotune_ra_job_done(struct tevent_req *req)
+{
+	struct iotune_ra_job *job = tevent_req_callback_data(
+		req, struct iotune_ra_job);
+
+	(void)pthreadpool_tevent_job_recv(req);
+	close(job->fd);
+	TALLOC_FREE(job);	/* and req, its child */
+}
+
+static void iotune_ra_submit(struct vfs_handle_struct *handle,
+			     struct files_struct *fsp,
+			     uint64_t off,
+			     uint64_t len,
+			     bool drop)
+{
+	struct iotune_ra_job *job = NULL;
+	struct tevent_req *req = NULL;
+
+	/* on no parent: a job outlives the connection that asked for it */
+	job = talloc(NULL, struct iotune_ra_job);
+	if (job == NULL) {
+		return;
+	}
+	*job = (struct iotune_ra_job) {
+		.fd = dup(fsp_get_io_fd(fsp)),
+		.off = (off_t)off,
+		.len = (off_t)len,
+		.drop = drop,
+	};
+	if (job->fd == -1) {
+		TALLOC_FREE(job);
+		return;
+	}
+	req = pthreadpool_tevent_job_send(job, handle->conn->sconn->ev_ctx,
+					  handle->conn->sconn->pool,
+					  iotune_ra_job_run, job);
+	if (req == NULL) {
+		close(job->fd);
+		TALLOC_FREE(job);
+		return;
+	}
+	tevent_req_set_callback(req, iotune_ra_job_done, job);
+}
+
+/* A read of n bytes at off arrives: prefetch ahead, drop behind. */
+static void iotune_ra_on_read(struct vfs_handle_struct *handle,
+			      struct files_struct *fsp,
+			      off_t off,
+			      size_t n)
+{
+	struct iotune_share *share = iotune_share_of(handle);
+	struct iotune_file *file = NULL;
+	struct iotune_ra_action act;
+
+	if (!share->ra_active || off < 0) {
+		return;
+	}
+	file = iotune_file_of(handle, fsp);
+	if (file == NULL || fsp_is_alternate_stream(fsp)) {
+		return;
+	}
+	share->proc->ra_budget.limit = share->config.readahead_budget;
+	iotune_ra_read(&share->ra_config, &file->ra, &share->proc->ra_budget,
+		       &share->stats.ra, (uint64_t)off, n, &act);
+	if (act.prefetch_len > 0) {
+		iotune_ra_submit(handle, fsp, act.prefetch_off,
+				 act.prefetch_len, false);
+	}
+	if (act.drop_len > 0) {
+		iotune_ra_submit(handle, fsp, act.drop_off, act.drop_len,
+				 true);
+	}
+}
+
+/*
+ * The advice for a new open: the share's fadvise option, else what the
+ * read-ahead mode needs (off and adaptive switch Linux's own read-ahead
+ * off with RANDOM), else the client's hint.
+ */
+static int iotune_open_advice(const struct iotune_share *share,
+			      enum iotune_ra_hint hint)
+{
+	switch (share->config.fadvise) {
+	case IOTUNE_FADVISE_NORMAL:
+		return POSIX_FADV_NORMAL;
+	case IOTUNE_FADVISE_SEQUENTIAL:
+		return POSIX_FADV_SEQUENTIAL;
+	case IOTUNE_FADVISE_RANDOM:
+		return POSIX_FADV_RANDOM;
+	case IOTUNE_FADVISE_NOREUSE:
+		return POSIX_FADV_NOREUSE;
+	default:
+		break;
+	}
+	if (share->config.readahead == IOTUNE_RA_OFF ||
+	    share->config.readahead == IOTUNE_RA_ADAPTIVE) {
+		return POSIX_FADV_RANDOM;
+	}
+	if (hint == IOTUNE_RA_HINT_SEQUENTIAL) {
+		return POSIX_FADV_SEQUENTIAL;
+	}
+	if (hint == IOTUNE_RA_HINT_RANDOM) {
+		return POSIX_FADV_RANDOM;
+	}
+	return -1;
+}
+
+static void iotune_apply_advice(struct iotune_share *share, int fd,
+				enum iotune_ra_hint hint)
+{
+	int advice = iotune_open_advice(share, hint);
+
+	if (advice == -1 || fd == -1) {
+		return;
+	}
+	/* these advices only set flags on the open file: they never block */
+	if (posix_fadvise(fd, 0, 0, advice) == 0) {
+		share->stats.fadvise_calls++;
+	}
+}
+
 static int iotune_connect(struct vfs_handle_struct *handle,
 			  const char *service,
 			  const char *user)
@@ -1145,6 +1302,18 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 	}
 	share->name = lp_const_servicename(snum);
 	share->sync_always = lp_sync_always(snum);
+	share->ra_config = (struct iotune_ra_config) {
+		.mode = (enum iotune_ra_mode)share->config.readahead,
+		.fixed_offset = share->config.readahead_offset,
+		.fixed_size = share->config.readahead_size,
+		.initial_window = MIN(128 * 1024,
+				      share->config.readahead_max),
+		.max_window = share->config.readahead_max,
+		.drop_behind = share->config.drop_behind,
+	};
+	share->ra_active = share->config.drop_behind ||
+			   share->config.readahead == IOTUNE_RA_FIXED ||
+			   share->config.readahead == IOTUNE_RA_ADAPTIVE;
 	share->serial = ++share->proc->next_share_serial;
 	DLIST_ADD(share->proc->shares, share);
 	talloc_set_destructor(share, iotune_share_destructor);
@@ -1217,7 +1386,58 @@ static int iotune_openat(struct vfs_handle_struct *handle,
 	}
 	file->fd = fd;
 	file->write_through = (how->flags & (O_SYNC | O_DSYNC)) != 0;
+	iotune_apply_advice(iotune_share_of(handle), fd, file->ra.hint);
 	return fd;
+}
+
+/* The client's access pattern hints live only in the create options. */
+static NTSTATUS iotune_create_file(struct vfs_handle_struct *handle,
+				   struct smb_request *req,
+				   struct files_struct *dirfsp,
+				   struct smb_filename *smb_fname,
+				   uint32_t access_mask,
+				   uint32_t share_access,
+				   uint32_t create_disposition,
+				   uint32_t create_options,
+				   uint32_t file_attributes,
+				   uint32_t oplock_request,
+				   const struct smb2_lease *lease,
+				   uint64_t allocation_size,
+				   uint32_t private_flags,
+				   struct security_descriptor *sd,
+				   struct ea_list *ea_list,
+				   files_struct **result,
+				   int *pinfo,
+				   const struct smb2_create_blobs *in_blobs,
+				   struct smb2_create_blobs *out_blobs)
+{
+	struct iotune_file *file = NULL;
+	NTSTATUS status;
+
+	status = SMB_VFS_NEXT_CREATE_FILE(handle, req, dirfsp, smb_fname,
+					  access_mask, share_access,
+					  create_disposition, create_options,
+					  file_attributes, oplock_request,
+					  lease, allocation_size, private_flags,
+					  sd, ea_list, result, pinfo, in_blobs,
+					  out_blobs);
+	if (!NT_STATUS_IS_OK(status) || *result == NULL) {
+		return status;
+	}
+	file = iotune_file_of(handle, *result);
+	if (file == NULL) {
+		return status;
+	}
+	if (create_options & FILE_RANDOM_ACCESS) {
+		file->ra.hint = IOTUNE_RA_HINT_RANDOM;
+	} else if (create_options & FILE_SEQUENTIAL_ONLY) {
+		file->ra.hint = IOTUNE_RA_HINT_SEQUENTIAL;
+	}
+	if (file->ra.hint != IOTUNE_RA_HINT_NONE) {
+		iotune_apply_advice(iotune_share_of(handle), file->fd,
+				    file->ra.hint);
+	}
+	return status;
 }
 
 /*
@@ -1235,6 +1455,7 @@ static int iotune_close(struct vfs_handle_struct *handle,
 	if (file == NULL || file->fd != fsp_get_pathref_fd(fsp)) {
 		return SMB_VFS_NEXT_CLOSE(handle, fsp);
 	}
+	iotune_ra_close(&file->ra, &iotune_share_of(handle)->proc->ra_budget);
 	cache = file->cache;
 	if (cache != NULL) {
 		err = iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);
@@ -1694,6 +1915,7 @@ static ssize_t iotune_pread(struct vfs_handle_struct *handle,
 	size_t got;
 	ssize_t ret;
 
+	iotune_ra_on_read(handle, fsp, offset, n);
 	if (cache != NULL && offset >= 0 &&
 	    iotune_wc_read_cached(&cache->wc, (uint64_t)offset, data, n,
 				  &got)) {
@@ -1754,6 +1976,7 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 		.fsp = fsp, .data = data, .n = n, .offset = offset,
 	};
 	talloc_set_destructor(state, iotune_pread_state_destructor);
+	iotune_ra_on_read(handle, fsp, offset, n);
 
 	if (cache != NULL && offset >= 0) {
 		if (iotune_wc_read_cached(&cache->wc, (uint64_t)offset, data,
@@ -1828,6 +2051,7 @@ static ssize_t iotune_sendfile(struct vfs_handle_struct *handle,
 		errno = err;
 		return -1;
 	}
+	iotune_ra_on_read(handle, fromfsp, offset, n);
 	return SMB_VFS_NEXT_SENDFILE(handle, tofd, fromfsp, hdr, offset, n);
 }
 
@@ -2204,6 +2428,7 @@ static struct vfs_fn_pointers iotune_fns = {
 	.connect_fn = iotune_connect,
 	.disconnect_fn = iotune_disconnect,
 	.openat_fn = iotune_openat,
+	.create_file_fn = iotune_create_file,
 	.close_fn = iotune_close,
 	.pread_fn = iotune_pread,
 	.pread_send_fn = iotune_pread_send,

@@ -58,8 +58,23 @@ void iotune_format_size(uint64_t value, char *buf, size_t buflen);
 /*
  * The configuration of one share, read once at tree connect.
  */
+enum iotune_fadvise_choice {
+	IOTUNE_FADVISE_NONE,
+	IOTUNE_FADVISE_NORMAL,
+	IOTUNE_FADVISE_SEQUENTIAL,
+	IOTUNE_FADVISE_RANDOM,
+	IOTUNE_FADVISE_NOREUSE,
+};
+
 struct iotune_config {
 	bool stats;
+	int readahead;			/* enum iotune_ra_mode */
+	uint64_t readahead_offset;
+	uint64_t readahead_size;
+	uint64_t readahead_max;
+	uint64_t readahead_budget;
+	int fadvise;			/* enum iotune_fadvise_choice */
+	bool drop_behind;
 	uint64_t write_cache_size;
 	uint64_t write_cache_max_files;
 	uint64_t write_cache_flush_timeout_ms;

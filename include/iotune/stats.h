@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "iotune/readahead.h"
 #include "iotune/wcache.h"
 
 /*
@@ -44,6 +45,8 @@ struct iotune_stats {
 	struct iotune_latency write_latency;
 	struct iotune_latency flush_latency;
 	struct iotune_wc_stats wc;
+	struct iotune_ra_stats ra;
+	uint64_t fadvise_calls;
 };
 
 /* dst += src, counter by counter */

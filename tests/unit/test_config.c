@@ -188,6 +188,10 @@ static void test_config_defaults(void **state)
 	assert_true(c.write_cache_max_files == 10);
 	assert_true(c.write_cache_flush_timeout_ms == 1000);
 	assert_true(c.stats);
+	assert_int_equal(c.readahead, 1);	/* kernel */
+	assert_true(c.readahead_budget == 64 * 1024 * 1024);
+	assert_int_equal(c.fadvise, 0);
+	assert_false(c.drop_behind);
 	assert_string_equal(err, "");
 }
 
@@ -267,6 +271,30 @@ static void test_config_bool_option(void **state)
 	assert_non_null(strstr(err, "expected yes or no"));
 }
 
+static void test_config_enum_option(void **state)
+{
+	const char *good[] = { "readahead", "Adaptive", "fadvise", "random",
+			       "drop behind", "yes", NULL };
+	const char *bad[] = { "readahead", "smart", NULL };
+	struct iotune_config c;
+	char err[256] = "";
+	char desc[512];
+
+	(void)state;
+	assert_int_equal(iotune_config_load(&c, fake_lookup, good,
+					    err, sizeof(err)), 0);
+	assert_int_equal(c.readahead, 3);
+	assert_int_equal(c.fadvise, 3);
+	assert_true(c.drop_behind);
+	iotune_config_describe(&c, desc, sizeof(desc));
+	assert_non_null(strstr(desc, "readahead = adaptive"));
+	assert_non_null(strstr(desc, "fadvise = random"));
+	assert_int_equal(iotune_config_load(&c, fake_lookup, bad,
+					    err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'smart' for 'iotune:readahead'"));
+	assert_non_null(strstr(err, "one of: off, kernel, fixed, adaptive"));
+}
+
 static void test_config_error_truncates_safely(void **state)
 {
 	const char *conf[] = { "write cache max files", "many", NULL };
@@ -297,6 +325,7 @@ int main(void)
 			test_config_invalid_names_option_value_and_accepted),
 		cmocka_unit_test(test_config_out_of_range),
 		cmocka_unit_test(test_config_bool_option),
+		cmocka_unit_test(test_config_enum_option),
 		cmocka_unit_test(test_config_error_truncates_safely),
 	};
 

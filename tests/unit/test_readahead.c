@@ -239,13 +239,12 @@ static void test_fixed_mode_prefetches_at_boundaries(void **state)
 	assert_true(a.prefetch_off == 100 * MIB && a.prefetch_len == 2 * MIB);
 }
 
-static void test_off_and_kernel_modes_do_nothing(void **state)
+static void test_off_and_kernel_modes_never_prefetch(void **state)
 {
 	struct fixture *f = *state;
 	uint64_t off;
 
 	f->cfg.mode = IOTUNE_RA_KERNEL;
-	f->cfg.drop_behind = true;
 	for (off = 0; off < 64 * MIB; off += MIB) {
 		struct iotune_ra_action a = rd(f, off, MIB);
 
@@ -254,6 +253,15 @@ static void test_off_and_kernel_modes_do_nothing(void **state)
 	}
 	f->cfg.mode = IOTUNE_RA_OFF;
 	assert_int_equal(rd(f, 64 * MIB, MIB).prefetch_len, 0);
+	/* drop-behind works with the kernel's read-ahead too */
+	memset(&f->file, 0, sizeof(f->file));
+	f->cfg.mode = IOTUNE_RA_KERNEL;
+	f->cfg.drop_behind = true;
+	for (off = 0; off < 64 * MIB; off += MIB) {
+		assert_int_equal(rd(f, off, MIB).prefetch_len, 0);
+	}
+	assert_true(f->stats.drop_bytes > 32 * MIB);
+	assert_true(f->stats.prefetch_calls == 0);
 }
 
 static void test_client_hints(void **state)
@@ -282,7 +290,7 @@ int main(void)
 		T(test_budget_bounds_outstanding_bytes),
 		T(test_drop_behind_never_ahead_of_reader),
 		T(test_fixed_mode_prefetches_at_boundaries),
-		T(test_off_and_kernel_modes_do_nothing),
+		T(test_off_and_kernel_modes_never_prefetch),
 		T(test_client_hints),
 #undef T
 	};

@@ -1,0 +1,153 @@
+# Read-ahead and fadvise policies against a real smbd, observed with
+# strace on the smbd process serving the client (all its threads).
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import harness
+from conftest import start_smbd
+
+MIB = 1024 * 1024
+FILE_SIZE = 24 * MIB
+
+
+def ra_share(**options):
+    params = {'vfs objects': 'iotune'}
+    params.update({'iotune:' + k.replace('_', ' '): v
+                   for k, v in options.items()})
+    return params
+
+
+SHARES = {
+    'ra_kernel': ra_share(),
+    'ra_off': ra_share(readahead='off'),
+    'ra_fixed': ra_share(readahead='fixed', readahead_offset='1M',
+                         readahead_size='2M'),
+    'ra_adaptive': ra_share(readahead='adaptive', readahead_max='8M'),
+    'ra_random': ra_share(fadvise='random'),
+    'ra_drop': ra_share(drop_behind='yes'),
+}
+
+
+@pytest.fixture(scope='module')
+def smbd(request):
+    s = start_smbd(request, SHARES)
+    data = os.urandom(FILE_SIZE)
+    for share in SHARES:
+        with open(os.path.join(s.share_path(share), 'data.bin'), 'wb') as f:
+            f.write(data)
+    s.test_data = data
+    return s
+
+
+class Strace:
+    """strace -f on every thread of one smbd process"""
+
+    def __init__(self, pid, out):
+        tids = os.listdir('/proc/%d/task' % pid)
+        args = ['strace', '-f', '-qq', '-e', 'trace=readahead,fadvise64',
+                '-o', out]
+        for tid in tids:
+            args += ['-p', tid]
+        self.out = out
+        self.proc = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(10)
+        with open(self.out) as f:
+            return f.read()
+
+
+def read_traced(smbd, share, tmp_path, block=MIB):
+    before = set(smbd.child_pids())
+    client = harness.PyClient(smbd, share)
+    pid = (set(smbd.child_pids()) - before).pop()
+    trace = Strace(pid, str(tmp_path / ('%s.strace' % share)))
+    fnum = client.open('data.bin', harness.PyClient.FILE_OPEN)
+    got = bytearray()
+    for off in range(0, FILE_SIZE, block):
+        got += client.read(fnum, off, block)
+    client.close(fnum)
+    time.sleep(0.3)         # jobs of the thread pool finish
+    text = trace.stop()
+    del client
+    assert bytes(got) == smbd.test_data
+    return text
+
+
+def calls(text, name):
+    return re.findall(r'%s\((\d+), (\d+), (\d+)(?:, (\w+))?\)' % name, text)
+
+
+def test_kernel_mode_leaves_linux_alone(smbd, tmp_path):
+    text = read_traced(smbd, 'ra_kernel', tmp_path)
+    assert calls(text, 'readahead') == []
+    assert calls(text, 'fadvise64') == []
+
+
+def test_off_switches_kernel_readahead_off(smbd, tmp_path):
+    text = read_traced(smbd, 'ra_off', tmp_path)
+    advice = [c[3] for c in calls(text, 'fadvise64')]
+    assert 'POSIX_FADV_RANDOM' in advice
+    assert calls(text, 'readahead') == []
+
+
+def test_fixed_prefetches_at_offset_multiples(smbd, tmp_path):
+    text = read_traced(smbd, 'ra_fixed', tmp_path)
+    ra = [(int(off), int(n)) for _, off, n, _ in calls(text, 'readahead')]
+    assert len(ra) >= FILE_SIZE // MIB // 2
+    for off, n in ra:
+        assert 0 < n <= 2 * MIB
+        # at a 1 MiB multiple, or where the previous prefetch ended
+        assert off % MIB == 0
+
+
+def test_adaptive_prefetches_ahead_of_the_reader(smbd, tmp_path):
+    text = read_traced(smbd, 'ra_adaptive', tmp_path)
+    advice = [c[3] for c in calls(text, 'fadvise64')]
+    assert 'POSIX_FADV_RANDOM' in advice       # Linux's own is off
+    ra = [(int(off), int(n)) for _, off, n, _ in calls(text, 'readahead')]
+    assert len(ra) >= 3
+    assert max(n for _, n in ra) > min(n for _, n in ra)   # grew
+    assert max(n for _, n in ra) <= 8 * MIB
+    covered = sum(n for _, n in ra)
+    assert covered <= FILE_SIZE + 8 * MIB
+
+
+def test_fadvise_option(smbd, tmp_path):
+    text = read_traced(smbd, 'ra_random', tmp_path)
+    assert 'POSIX_FADV_RANDOM' in [c[3] for c in calls(text, 'fadvise64')]
+
+
+def test_drop_behind_drops_only_behind(smbd, tmp_path):
+    text = read_traced(smbd, 'ra_drop', tmp_path)
+    drops = [(int(off), int(n)) for _, off, n, adv in
+             calls(text, 'fadvise64') if adv == 'POSIX_FADV_DONTNEED']
+    assert drops
+    end = 0
+    for off, n in drops:
+        assert off == end           # contiguous, from the start
+        end = off + n
+    assert end <= FILE_SIZE - MIB
+
+
+def test_counters_show_readahead(smbd, tmp_path):
+    read_traced(smbd, 'ra_adaptive', tmp_path)
+    time.sleep(1.6)
+    out = subprocess.run([os.path.join(harness.REPO, 'tools', 'iotune-stat'),
+                          '--configfile', smbd.conf, '--json'],
+                         capture_output=True, text=True, check=True).stdout
+    c = json.loads(out)['shares']['ra_adaptive']['counters']
+    assert c['ra_prefetch_calls'] > 0
+    assert c['ra_streams_detected'] > 0
+    assert c['fadvise_calls'] > 0
