@@ -102,6 +102,10 @@ static struct iotune_ra_stream *new_stream(const struct iotune_ra_config *cfg,
 	victim->ahead = off;
 	victim->dropped = off;
 	victim->window = cfg->initial_window;
+	if (off == 0) {
+		/* a file read from its start is most likely read through */
+		victim->reads = IOTUNE_RA_SEQUENTIAL_READS - 1;
+	}
 	if (f->hint == IOTUNE_RA_HINT_SEQUENTIAL) {
 		victim->reads = IOTUNE_RA_SEQUENTIAL_READS - 1;
 		victim->window = MIN(2 * cfg->initial_window,
@@ -234,6 +238,8 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 	s = find_stream(file, off, len);
 	if (s == NULL) {
 		s = new_stream(cfg, file, budget, stats, off);
+		/* start with a window of a few reads, within the limit */
+		s->window = MIN(MAX(s->window, 2 * len), cfg->max_window);
 	}
 	s->last_used = ++file->tick;
 	s->reads++;
@@ -251,6 +257,31 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 	if (cfg->drop_behind && s->reads >= IOTUNE_RA_SEQUENTIAL_READS) {
 		drop_behind(s, len, stats, action);
 	}
+}
+
+bool iotune_ra_drop_rest(const struct iotune_ra_config *cfg,
+			 struct iotune_ra_file *file,
+			 size_t i,
+			 struct iotune_ra_stats *stats,
+			 struct iotune_ra_action *action)
+{
+	struct iotune_ra_stream *s = &file->stream[i];
+
+	memset(action, 0, sizeof(*action));
+	if (!cfg->drop_behind || !s->used ||
+	    s->reads < IOTUNE_RA_SEQUENTIAL_READS || s->pos <= s->dropped) {
+		return false;
+	}
+	/*
+	 * All the stream read: pages of earlier drops that were busy then
+	 * (or came back through the kernel's read-ahead) go now too.
+	 */
+	action->drop_off = s->start;
+	action->drop_len = s->pos - s->start;
+	stats->drop_calls++;
+	stats->drop_bytes += s->pos - s->dropped;
+	s->dropped = s->pos;
+	return true;
 }
 
 void iotune_ra_close(struct iotune_ra_file *file,

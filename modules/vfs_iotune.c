@@ -1210,6 +1210,31 @@ static void iotune_ra_on_read(struct vfs_handle_struct *handle,
 }
 
 /*
+ * The handle closes: drop what the readers left, free the budget.  This
+ * drop is done here, in the synchronous close: smbd may exit right after
+ * the close, before a job of its thread pool would run.
+ */
+static void iotune_ra_on_close(struct vfs_handle_struct *handle,
+			       struct files_struct *fsp,
+			       struct iotune_file *file)
+{
+	struct iotune_share *share = iotune_share_of(handle);
+	struct iotune_ra_action act;
+	size_t i;
+
+	for (i = 0; i < IOTUNE_RA_STREAMS; i++) {
+		if (iotune_ra_drop_rest(&share->ra_config, &file->ra, i,
+					&share->stats.ra, &act)) {
+			(void)posix_fadvise(fsp_get_io_fd(fsp),
+					    (off_t)act.drop_off,
+					    (off_t)act.drop_len,
+					    POSIX_FADV_DONTNEED);
+		}
+	}
+	iotune_ra_close(&file->ra, &share->proc->ra_budget);
+}
+
+/*
  * The advice for a new open: the share's fadvise option, else what the
  * read-ahead mode needs (off and adaptive switch Linux's own read-ahead
  * off with RANDOM), else the client's hint.
@@ -1455,7 +1480,7 @@ static int iotune_close(struct vfs_handle_struct *handle,
 	if (file == NULL || file->fd != fsp_get_pathref_fd(fsp)) {
 		return SMB_VFS_NEXT_CLOSE(handle, fsp);
 	}
-	iotune_ra_close(&file->ra, &iotune_share_of(handle)->proc->ra_budget);
+	iotune_ra_on_close(handle, fsp, file);
 	cache = file->cache;
 	if (cache != NULL) {
 		err = iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);

@@ -95,6 +95,16 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 		    uint64_t len,
 		    struct iotune_ra_action *action);
 
+/*
+ * When the handle closes no read is in flight any more: with drop-behind,
+ * all that stream i read can go.  False: nothing to do.
+ */
+bool iotune_ra_drop_rest(const struct iotune_ra_config *cfg,
+			 struct iotune_ra_file *file,
+			 size_t i,
+			 struct iotune_ra_stats *stats,
+			 struct iotune_ra_action *action);
+
 /* the handle closes: its unread prefetched bytes leave the budget */
 void iotune_ra_close(struct iotune_ra_file *file,
 		     struct iotune_ra_budget *budget);
