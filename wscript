@@ -20,6 +20,7 @@ CORE_SOURCES = [
     'modules/config.c',
     'modules/stats.c',
     'modules/readahead.c',
+    'modules/dio.c',
 ]
 
 # unit test name -> extra link flags (syscall and libc fakes)
@@ -28,6 +29,7 @@ UNIT_TESTS = {
     'config': [],
     'stats': [],
     'readahead': [],
+    'dio': [],
 }
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',

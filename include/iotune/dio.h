@@ -1,0 +1,70 @@
+/*
+ * iotune - direct I/O alignment planner (pure core, no Samba)
+ *
+ * Copyright (C) iotune authors 2026
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ *
+ * O_DIRECT needs file offsets, lengths and memory aligned to what the
+ * file system asks for (statx STATX_DIOALIGN, else the logical block
+ * size, else 4096).  Client requests are not.  Reads are expanded to whole
+ * aligned blocks and trimmed; writes are split into a buffered head and
+ * tail around an aligned direct middle.
+ */
+
+#ifndef IOTUNE_DIO_H
+#define IOTUNE_DIO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct iotune_dio_align {
+	uint64_t offset;	/* file offset and length alignment */
+	uint64_t memory;	/* buffer address alignment */
+};
+
+/* what to do when statx gives nothing: the logical block size or 4096 */
+struct iotune_dio_align iotune_dio_align_choose(uint32_t statx_offset_align,
+						uint32_t statx_mem_align,
+						uint32_t logical_block_size);
+
+struct iotune_dio_read_plan {
+	bool direct;		/* false: read through the page cache */
+	uint64_t off;		/* aligned read: offset ... */
+	uint64_t len;		/* ... and length */
+	uint64_t skip;		/* the request starts this far into it */
+	bool bounce;		/* the caller's buffer cannot be used */
+};
+
+/*
+ * Plans a read of len bytes at off into a buffer at address buf; requests
+ * below min_size use the page cache.
+ */
+void iotune_dio_plan_read(const struct iotune_dio_align *a,
+			  uint64_t min_size,
+			  uint64_t off,
+			  uint64_t len,
+			  uintptr_t buf,
+			  struct iotune_dio_read_plan *plan);
+
+/* Bytes of the request a read plan delivers when the disk gave got. */
+uint64_t iotune_dio_read_result(const struct iotune_dio_read_plan *plan,
+				uint64_t len,
+				uint64_t got);
+
+struct iotune_dio_write_plan {
+	uint64_t head_len;	/* buffered, at the request's offset */
+	uint64_t mid_off;	/* direct, aligned */
+	uint64_t mid_len;	/* 0: the whole request is buffered */
+	uint64_t tail_off;	/* buffered */
+	uint64_t tail_len;
+	bool bounce;		/* the middle must be copied to align it */
+};
+
+void iotune_dio_plan_write(const struct iotune_dio_align *a,
+			   uint64_t min_size,
+			   uint64_t off,
+			   uint64_t len,
+			   uintptr_t buf,
+			   struct iotune_dio_write_plan *plan);
+
+#endif /* IOTUNE_DIO_H */
