@@ -1717,11 +1717,11 @@ static enum iotune_step iotune_pwrite_step(struct tevent_req *req,
 		if (cache->disabled) {
 			/* to disk, after everything cached before it */
 			reason = IOTUNE_FLUSH_BREAK;
-			if (iotune_wc_is_dirty(&cache->wc)) {
-				v = IOTUNE_WC_FLUSH_FIRST;
-			} else if (cache->wc.error != 0) {
+			if (cache->wc.error != 0) {
 				*err = iotune_wc_take_error(&cache->wc);
 				v = IOTUNE_WC_ERROR;
+			} else if (iotune_wc_is_dirty(&cache->wc)) {
+				v = IOTUNE_WC_FLUSH_FIRST;
 			} else {
 				state->share->stats.wc.writes_total++;
 				state->share->stats.wc.writes_bypassed++;
