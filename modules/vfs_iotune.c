@@ -133,6 +133,7 @@ struct iotune_cache {
 	struct tevent_immediate *wake_im;
 	struct iotune_waiter *waiters;
 	bool disabled;			/* lost its right to cache */
+	bool break_flushed;		/* ... and was written out for it */
 	uint64_t flush_started_us;
 };
 
@@ -700,9 +701,11 @@ static void iotune_check_breaks(struct iotune_process *p)
 
 	for (cache = p->caches; cache != NULL; cache = next) {
 		next = cache->next;
-		if (iotune_cache_may_continue(cache)) {
+		if (cache->break_flushed || iotune_cache_may_continue(cache)) {
 			continue;
 		}
+		/* once: a failing disk must not be retried every iteration */
+		cache->break_flushed = true;
 		cache->disabled = true;
 		if (iotune_wc_is_dirty(&cache->wc) ||
 		    cache->flush_subreq != NULL) {
