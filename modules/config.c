@@ -59,6 +59,15 @@ static const struct iotune_enum_value readahead_modes[] = {
 	{ NULL, 0 },
 };
 
+static const struct iotune_enum_value direct_io_choices[] = {
+	{ "no", IOTUNE_DIRECT_NO },
+	{ "reads", IOTUNE_DIRECT_READS },
+	{ "writes", IOTUNE_DIRECT_WRITES },
+	{ "both", IOTUNE_DIRECT_BOTH },
+	{ "client", IOTUNE_DIRECT_CLIENT },
+	{ NULL, 0 },
+};
+
 static const struct iotune_enum_value fadvise_choices[] = {
 	{ "none", IOTUNE_FADVISE_NONE },
 	{ "normal", IOTUNE_FADVISE_NORMAL },
@@ -74,6 +83,21 @@ static const struct option_spec option_specs[] = {
 		.kind = OPTION_BOOL,
 		.default_text = "yes",
 		.offset = CONFIG_FIELD(stats),
+	},
+	{
+		.name = "direct io",
+		.kind = OPTION_ENUM,
+		.default_text = "no",
+		.values = direct_io_choices,
+		.offset = CONFIG_FIELD(direct_io),
+	},
+	{
+		.name = "direct io min size",
+		.kind = OPTION_SIZE,
+		.default_text = "64K",
+		.min = 0,
+		.max = 1 * GIB,
+		.offset = CONFIG_FIELD(direct_io_min_size),
 	},
 	{
 		.name = "readahead",
@@ -501,11 +525,12 @@ void iotune_config_describe(const struct iotune_config *config,
 		 "write cache size = %s, write cache max files = %" PRIu64
 		 ", write cache flush timeout = %" PRIu64 "ms, readahead = %s"
 		 ", readahead max = %s, readahead budget = %s, fadvise = %s"
-		 ", drop behind = %s, stats = %s",
+		 ", drop behind = %s, direct io = %s, stats = %s",
 		 size, config->write_cache_max_files,
 		 config->write_cache_flush_timeout_ms,
 		 enum_name(readahead_modes, config->readahead), ra_max, budget,
 		 enum_name(fadvise_choices, config->fadvise),
 		 config->drop_behind ? "yes" : "no",
+		 enum_name(direct_io_choices, config->direct_io),
 		 config->stats ? "yes" : "no");
 }

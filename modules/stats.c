@@ -94,6 +94,13 @@ static const struct part parts[] = {
 	{ "ra_drop_calls", PART_SCALAR, AT(ra.drop_calls) },
 	{ "ra_drop_bytes", PART_SCALAR, AT(ra.drop_bytes) },
 	{ "fadvise_calls", PART_SCALAR, AT(fadvise_calls) },
+	{ "dio_reads", PART_SCALAR, AT(dio_reads) },
+	{ "dio_read_bytes", PART_SCALAR, AT(dio_read_bytes) },
+	{ "dio_writes", PART_SCALAR, AT(dio_writes) },
+	{ "dio_write_bytes", PART_SCALAR, AT(dio_write_bytes) },
+	{ "dio_splits", PART_SCALAR, AT(dio_splits) },
+	{ "dio_bounces", PART_SCALAR, AT(dio_bounces) },
+	{ "dio_fallbacks", PART_SCALAR, AT(dio_fallbacks) },
 };
 
 #define NUM_PARTS (sizeof(parts) / sizeof(parts[0]))

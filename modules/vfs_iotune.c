@@ -34,6 +34,7 @@
 #include <tdb.h>
 
 #include "iotune/config.h"
+#include "iotune/dio.h"
 #include "iotune/readahead.h"
 #include "iotune/stats.h"
 #include "iotune/wcache.h"
@@ -86,6 +87,7 @@ struct iotune_share {
 	unsigned serial;
 	struct iotune_ra_config ra_config;
 	bool ra_active;			/* prefetch or drop-behind to do */
+	bool dio_unsupported;		/* the file system refused O_DIRECT */
 	struct iotune_stats stats;
 	struct iotune_stats published;
 };
@@ -134,6 +136,7 @@ struct iotune_cache {
 	struct iotune_waiter *waiters;
 	bool disabled;			/* lost its right to cache */
 	bool break_flushed;		/* ... and was written out for it */
+	bool flush_dio;			/* the piece in flight is direct */
 	uint64_t flush_started_us;
 };
 
@@ -151,6 +154,10 @@ struct iotune_file {
 	int fd;
 	bool write_through;
 	struct iotune_ra_file ra;
+	int direct_fd;			/* O_DIRECT twin of fd, or -1 */
+	bool direct_reads;
+	bool direct_writes;
+	struct iotune_dio_align align;
 };
 
 /* Something that waits for a cache's I/O in flight, in FIFO order */
@@ -298,6 +305,370 @@ static struct iotune_file *iotune_cache_owner(struct iotune_cache *cache)
 	return cache->files;
 }
 
+
+/*
+ * Direct I/O.  Each file on a share with "direct io" gets a second file
+ * descriptor opened with O_DIRECT.  Requests of at least "direct io min
+ * size" go through it: reads are expanded to aligned blocks (into an
+ * aligned bounce buffer when needed) and trimmed, writes are split into a
+ * buffered head and tail around an aligned direct middle.  Linux keeps
+ * buffered and direct I/O of one file coherent (a direct read writes back
+ * dirty cached pages of its range first, a direct write invalidates them).
+ * The work runs in smbd's thread pool for async requests.
+ */
+struct iotune_dio_io {
+	int buffered_fd;
+	int direct_fd;
+	struct iotune_dio_align align;
+	bool is_write;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	ssize_t ret;
+	int err;
+	bool split;
+	bool bounced;
+};
+
+static bool iotune_dio_wanted(const struct iotune_share *share,
+			      const struct iotune_file *file,
+			      bool is_write,
+			      size_t n)
+{
+	if (file == NULL || file->direct_fd == -1 ||
+	    n < share->config.direct_io_min_size || n == 0) {
+		return false;
+	}
+	return is_write ? file->direct_writes : file->direct_reads;
+}
+
+static ssize_t iotune_pread_full(int fd, void *buf, size_t n, uint64_t off,
+				 uint64_t align)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = pread(fd, (char *)buf + done, n - done,
+				  (off_t)(off + done));
+
+		if (r == -1 && errno == EINTR) {
+			continue;
+		}
+		if (r == -1) {
+			return -1;
+		}
+		done += (size_t)r;
+		/* end of file: a direct read cannot go on unaligned */
+		if (r == 0 || (align != 0 && (size_t)r % align != 0)) {
+			break;
+		}
+	}
+	return (ssize_t)done;
+}
+
+static ssize_t iotune_pwrite_full(int fd, const void *buf, size_t n,
+				  uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = pwrite(fd, (const char *)buf + done, n - done,
+				   (off_t)(off + done));
+
+		if (r == -1 && errno == EINTR) {
+			continue;
+		}
+		if (r <= 0) {
+			return done > 0 ? (ssize_t)done : -1;
+		}
+		done += (size_t)r;
+	}
+	return (ssize_t)done;
+}
+
+static ssize_t iotune_dio_read(struct iotune_dio_io *io)
+{
+	struct iotune_dio_read_plan plan;
+	void *b = io->buf;
+	ssize_t got;
+	uint64_t n;
+
+	iotune_dio_plan_read(&io->align, 0, io->off, io->len,
+			     (uintptr_t)io->buf, &plan);
+	if (plan.bounce) {
+		if (posix_memalign(&b, io->align.memory, plan.len) != 0) {
+			errno = ENOMEM;
+			return -1;
+		}
+		io->bounced = true;
+	}
+	got = iotune_pread_full(io->direct_fd, b, plan.len, plan.off,
+				io->align.offset);
+	if (got < 0) {
+		int err = errno;
+
+		if (b != io->buf) {
+			free(b);
+		}
+		errno = err;
+		return -1;
+	}
+	n = iotune_dio_read_result(&plan, io->len, (uint64_t)got);
+	if (b != io->buf) {
+		memcpy(io->buf, (char *)b + plan.skip, n);
+		free(b);
+	}
+	return (ssize_t)n;
+}
+
+static ssize_t iotune_dio_write(struct iotune_dio_io *io)
+{
+	struct iotune_dio_write_plan plan;
+	const char *src = io->buf;
+	void *mid = NULL;
+	ssize_t r;
+
+	iotune_dio_plan_write(&io->align, 0, io->off, io->len,
+			      (uintptr_t)io->buf, &plan);
+	if (plan.mid_len == 0) {
+		return iotune_pwrite_full(io->buffered_fd, src, io->len,
+					  io->off);
+	}
+	io->split = plan.head_len > 0 || plan.tail_len > 0;
+	if (plan.head_len > 0) {
+		r = iotune_pwrite_full(io->buffered_fd, src, plan.head_len,
+				       io->off);
+		if (r != (ssize_t)plan.head_len) {
+			return r;
+		}
+	}
+	mid = (void *)(src + plan.head_len);
+	if (plan.bounce) {
+		if (posix_memalign(&mid, io->align.memory, plan.mid_len) != 0) {
+			errno = ENOMEM;
+			return plan.head_len > 0 ? (ssize_t)plan.head_len : -1;
+		}
+		memcpy(mid, src + plan.head_len, plan.mid_len);
+		io->bounced = true;
+	}
+	r = iotune_pwrite_full(io->direct_fd, mid, plan.mid_len, plan.mid_off);
+	if (plan.bounce) {
+		free(mid);
+	}
+	if (r != (ssize_t)plan.mid_len) {
+		if (r <= 0) {
+			return plan.head_len > 0 ? (ssize_t)plan.head_len : -1;
+		}
+		return (ssize_t)plan.head_len + r;
+	}
+	if (plan.tail_len > 0) {
+		r = iotune_pwrite_full(io->buffered_fd,
+				       src + plan.head_len + plan.mid_len,
+				       plan.tail_len, plan.tail_off);
+		if (r != (ssize_t)plan.tail_len) {
+			return (ssize_t)(plan.head_len + plan.mid_len) +
+			       (r > 0 ? r : 0);
+		}
+	}
+	return (ssize_t)io->len;
+}
+
+static void iotune_dio_run(void *private_data)
+{
+	struct iotune_dio_io *io = private_data;
+
+	errno = 0;
+	io->ret = io->is_write ? iotune_dio_write(io) : iotune_dio_read(io);
+	io->err = io->ret < 0 ? errno : 0;
+}
+
+static void iotune_dio_count(struct iotune_share *share,
+			     const struct iotune_dio_io *io)
+{
+	struct iotune_stats *s = &share->stats;
+
+	if (!iotune_counting(share)) {
+		return;
+	}
+	if (io->is_write) {
+		s->dio_writes++;
+		s->dio_write_bytes += io->ret > 0 ? (uint64_t)io->ret : 0;
+	} else {
+		s->dio_reads++;
+		s->dio_read_bytes += io->ret > 0 ? (uint64_t)io->ret : 0;
+	}
+	s->dio_splits += io->split ? 1 : 0;
+	s->dio_bounces += io->bounced ? 1 : 0;
+}
+
+static void iotune_dio_setup(struct iotune_dio_io *io,
+			     struct iotune_file *file,
+			     bool is_write,
+			     const void *buf,
+			     size_t n,
+			     uint64_t off)
+{
+	*io = (struct iotune_dio_io) {
+		.buffered_fd = fsp_get_io_fd(file->fsp),
+		.direct_fd = file->direct_fd,
+		.align = file->align,
+		.is_write = is_write,
+		.buf = discard_const_p(void, buf),
+		.len = n,
+		.off = off,
+	};
+}
+
+/* Synchronous direct I/O, for the sync VFS paths */
+static ssize_t iotune_dio_sync(struct iotune_share *share,
+			       struct iotune_file *file,
+			       bool is_write,
+			       const void *buf,
+			       size_t n,
+			       uint64_t off)
+{
+	struct iotune_dio_io io;
+
+	iotune_dio_setup(&io, file, is_write, buf, n, off);
+	iotune_dio_run(&io);
+	iotune_dio_count(share, &io);
+	errno = io.err;
+	return io.ret;
+}
+
+struct iotune_dio_state {
+	struct iotune_share *share;
+	struct iotune_dio_io io;
+	bool in_flight;
+};
+
+static int iotune_dio_state_destructor(struct iotune_dio_state *state)
+{
+	/* a pool thread still uses io: like vfs_default, refuse */
+	return state->in_flight ? -1 : 0;
+}
+
+static void iotune_dio_done(struct tevent_req *subreq);
+
+static struct tevent_req *iotune_dio_send(TALLOC_CTX *mem_ctx,
+					  struct tevent_context *ev,
+					  struct vfs_handle_struct *handle,
+					  struct iotune_file *file,
+					  bool is_write,
+					  const void *buf,
+					  size_t n,
+					  uint64_t off)
+{
+	struct tevent_req *req = NULL;
+	struct tevent_req *subreq = NULL;
+	struct iotune_dio_state *state = NULL;
+
+	req = tevent_req_create(mem_ctx, &state, struct iotune_dio_state);
+	if (req == NULL) {
+		return NULL;
+	}
+	state->share = iotune_share_of(handle);
+	iotune_dio_setup(&state->io, file, is_write, buf, n, off);
+	subreq = pthreadpool_tevent_job_send(state, ev,
+					     handle->conn->sconn->pool,
+					     iotune_dio_run, &state->io);
+	if (tevent_req_nomem(subreq, req)) {
+		return tevent_req_post(req, ev);
+	}
+	state->in_flight = true;
+	talloc_set_destructor(state, iotune_dio_state_destructor);
+	tevent_req_set_callback(subreq, iotune_dio_done, req);
+	return req;
+}
+
+static void iotune_dio_done(struct tevent_req *subreq)
+{
+	struct tevent_req *req = tevent_req_callback_data(
+		subreq, struct tevent_req);
+	struct iotune_dio_state *state = tevent_req_data(
+		req, struct iotune_dio_state);
+	int ret;
+
+	ret = pthreadpool_tevent_job_recv(subreq);
+	TALLOC_FREE(subreq);
+	state->in_flight = false;
+	if (ret != 0) {
+		/* the pool could not run it: do it here */
+		iotune_dio_run(&state->io);
+	}
+	iotune_dio_count(state->share, &state->io);
+	tevent_req_done(req);
+}
+
+/* like SMB_VFS_PREAD_RECV / SMB_VFS_PWRITE_RECV */
+static ssize_t iotune_dio_recv(struct tevent_req *req,
+			       struct vfs_aio_state *vfs_aio_state)
+{
+	struct iotune_dio_state *state = tevent_req_data(
+		req, struct iotune_dio_state);
+	ssize_t ret = state->io.ret;
+	int err = state->io.err;
+
+	if (tevent_req_is_unix_error(req, &vfs_aio_state->error)) {
+		tevent_req_received(req);
+		return -1;
+	}
+	*vfs_aio_state = (struct vfs_aio_state) { .error = err };
+	tevent_req_received(req);
+	return ret;
+}
+
+/*
+ * Opens the O_DIRECT twin of a new file's descriptor.  A file system that
+ * refuses O_DIRECT is logged once per share and the share's files use the
+ * page cache.
+ */
+static void iotune_dio_open(struct iotune_share *share,
+			    struct iotune_file *file,
+			    int flags,
+			    bool reads,
+			    bool writes)
+{
+	char path[64];
+	struct statx stx;
+	int fd;
+
+	if (file->direct_fd != -1 || share->dio_unsupported ||
+	    (!reads && !writes)) {
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
+	fd = open(path, (flags & O_ACCMODE) | O_DIRECT | O_CLOEXEC);
+	if (fd == -1) {
+		share->stats.dio_fallbacks++;
+		if (errno == EINVAL) {
+			share->dio_unsupported = true;
+			DBG_WARNING("share '%s': the file system refuses "
+				    "O_DIRECT; 'iotune:direct io' falls back "
+				    "to the page cache\n", share->name);
+		}
+		return;
+	}
+	file->align = iotune_dio_align_choose(0, 0, 0);
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+	    (stx.stx_mask & STATX_DIOALIGN)) {
+		file->align = iotune_dio_align_choose(stx.stx_dio_offset_align,
+						      stx.stx_dio_mem_align,
+						      0);
+	}
+	file->direct_fd = fd;
+	file->direct_reads = reads;
+	file->direct_writes = writes;
+}
+
+static void iotune_dio_close(struct iotune_file *file)
+{
+	if (file->direct_fd != -1) {
+		close(file->direct_fd);
+		file->direct_fd = -1;
+	}
+}
+
 static void iotune_poll_timer_arm(struct iotune_process *p);
 
 static void iotune_poke_handler(struct tevent_context *ev,
@@ -400,7 +771,11 @@ static void iotune_cache_flush_done(struct tevent_req *subreq)
 	struct vfs_aio_state aio_state = { 0 };
 	ssize_t ret;
 
-	ret = SMB_VFS_PWRITE_RECV(subreq, &aio_state);
+	if (cache->flush_dio) {
+		ret = iotune_dio_recv(subreq, &aio_state);
+	} else {
+		ret = SMB_VFS_PWRITE_RECV(subreq, &aio_state);
+	}
 	TALLOC_FREE(subreq);
 	cache->flush_subreq = NULL;
 	cache->proc->flushes_in_flight--;
@@ -431,8 +806,15 @@ static void iotune_cache_flush_io(struct iotune_cache *cache)
 		iotune_cache_wake(cache);
 		return;
 	}
-	subreq = SMB_VFS_NEXT_PWRITE_SEND(cache, p->flush_ev, owner->handle,
-					  owner->fsp, buf, len, (off_t)off);
+	cache->flush_dio = iotune_dio_wanted(cache->share, owner, true, len);
+	if (cache->flush_dio) {
+		subreq = iotune_dio_send(cache, p->flush_ev, owner->handle,
+					 owner, true, buf, len, off);
+	} else {
+		subreq = SMB_VFS_NEXT_PWRITE_SEND(cache, p->flush_ev,
+						  owner->handle, owner->fsp,
+						  buf, len, (off_t)off);
+	}
 	if (subreq == NULL) {
 		iotune_wc_flush_result(&cache->wc, -1, ENOMEM,
 				       iotune_now_ms());
@@ -477,7 +859,11 @@ static ssize_t iotune_cache_sync_pwrite(void *private_data,
 					uint64_t off)
 {
 	struct iotune_file *owner = private_data;
+	struct iotune_share *share = iotune_share_of(owner->handle);
 
+	if (iotune_dio_wanted(share, owner, true, n)) {
+		return iotune_dio_sync(share, owner, true, buf, n, off);
+	}
 	return SMB_VFS_NEXT_PWRITE(owner->handle, owner->fsp, buf, n,
 				   (off_t)off);
 }
@@ -1374,6 +1760,7 @@ static void iotune_file_destroy(void *p_data)
 	struct iotune_file *file = p_data;
 	struct iotune_cache *cache = file->cache;
 
+	iotune_dio_close(file);
 	if (cache == NULL) {
 		return;
 	}
@@ -1393,6 +1780,7 @@ static int iotune_openat(struct vfs_handle_struct *handle,
 			 const struct vfs_open_how *how)
 {
 	struct iotune_file *file = NULL;
+	struct iotune_share *share = NULL;
 	int fd;
 
 	fd = SMB_VFS_NEXT_OPENAT(handle, dirfsp, smb_fname, fsp, how);
@@ -1410,11 +1798,22 @@ static int iotune_openat(struct vfs_handle_struct *handle,
 			errno = ENOMEM;
 			return -1;
 		}
-		*file = (struct iotune_file) { .handle = handle, .fsp = fsp };
+		*file = (struct iotune_file) {
+			.handle = handle, .fsp = fsp, .direct_fd = -1,
+		};
 	}
 	file->fd = fd;
 	file->write_through = (how->flags & (O_SYNC | O_DSYNC)) != 0;
-	iotune_apply_advice(iotune_share_of(handle), fd, file->ra.hint);
+	share = iotune_share_of(handle);
+	iotune_apply_advice(share, fd, file->ra.hint);
+	iotune_dio_close(file);
+	if (!fsp_is_alternate_stream(fsp)) {
+		iotune_dio_open(share, file, how->flags,
+				share->config.direct_io == IOTUNE_DIRECT_READS ||
+				share->config.direct_io == IOTUNE_DIRECT_BOTH,
+				share->config.direct_io == IOTUNE_DIRECT_WRITES ||
+				share->config.direct_io == IOTUNE_DIRECT_BOTH);
+	}
 	return fd;
 }
 
@@ -1465,6 +1864,14 @@ static NTSTATUS iotune_create_file(struct vfs_handle_struct *handle,
 		iotune_apply_advice(iotune_share_of(handle), file->fd,
 				    file->ra.hint);
 	}
+	if ((create_options & FILE_NO_INTERMEDIATE_BUFFERING) &&
+	    iotune_share_of(handle)->config.direct_io ==
+	    IOTUNE_DIRECT_CLIENT && !fsp_is_alternate_stream(*result)) {
+		iotune_dio_open(iotune_share_of(handle), file,
+				(*result)->fsp_flags.can_write ? O_RDWR
+							       : O_RDONLY,
+				true, true);
+	}
 	return status;
 }
 
@@ -1484,6 +1891,7 @@ static int iotune_close(struct vfs_handle_struct *handle,
 		return SMB_VFS_NEXT_CLOSE(handle, fsp);
 	}
 	iotune_ra_on_close(handle, fsp, file);
+	iotune_dio_close(file);
 	cache = file->cache;
 	if (cache != NULL) {
 		err = iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);
@@ -1630,6 +2038,7 @@ struct iotune_pwrite_state {
 	off_t offset;
 	uint64_t cache_gen;
 	uint64_t started_us;
+	bool dio;
 	struct iotune_waiter *waiter;
 	struct iotune_aio_result result;
 };
@@ -1659,9 +2068,20 @@ static bool iotune_pwrite_to_disk(struct tevent_req *req,
 		req, struct iotune_pwrite_state);
 	struct tevent_req *subreq = NULL;
 
-	subreq = SMB_VFS_NEXT_PWRITE_SEND(state, state->ev, state->handle,
-					  state->fsp, state->data, state->n,
-					  state->offset);
+	struct iotune_file *file = iotune_file_of(state->handle, state->fsp);
+
+	state->dio = state->offset >= 0 &&
+		     iotune_dio_wanted(state->share, file, true, state->n);
+	if (state->dio) {
+		subreq = iotune_dio_send(state, state->ev, state->handle, file,
+					 true, state->data, state->n,
+					 (uint64_t)state->offset);
+	} else {
+		subreq = SMB_VFS_NEXT_PWRITE_SEND(state, state->ev,
+						  state->handle, state->fsp,
+						  state->data, state->n,
+						  state->offset);
+	}
 	if (subreq == NULL) {
 		return false;
 	}
@@ -1682,8 +2102,13 @@ static void iotune_pwrite_disk_done(struct tevent_req *subreq)
 		req, struct iotune_pwrite_state);
 	struct iotune_cache *cache = NULL;
 
-	state->result.ret = SMB_VFS_PWRITE_RECV(subreq,
-						&state->result.vfs_aio_state);
+	if (state->dio) {
+		state->result.ret = iotune_dio_recv(
+			subreq, &state->result.vfs_aio_state);
+	} else {
+		state->result.ret = SMB_VFS_PWRITE_RECV(
+			subreq, &state->result.vfs_aio_state);
+	}
 	TALLOC_FREE(subreq);
 	iotune_pwrite_count(req);
 	cache = iotune_cache_of(state->fsp);
@@ -1897,7 +2322,13 @@ static ssize_t iotune_pwrite(struct vfs_handle_struct *handle,
 	}
 	share->stats.wc.writes_total++;
 	share->stats.wc.writes_bypassed++;
-	ret = SMB_VFS_NEXT_PWRITE(handle, fsp, data, n, offset);
+	if (offset >= 0 && iotune_dio_wanted(share, iotune_file_of(handle, fsp),
+					     true, n)) {
+		ret = iotune_dio_sync(share, iotune_file_of(handle, fsp), true,
+				      data, n, (uint64_t)offset);
+	} else {
+		ret = SMB_VFS_NEXT_PWRITE(handle, fsp, data, n, offset);
+	}
 	iotune_count_io(share, true, ret, started);
 	cache = iotune_cache_of(fsp);
 	if (cache != NULL) {
@@ -1949,7 +2380,14 @@ static ssize_t iotune_pread(struct vfs_handle_struct *handle,
 				  &got)) {
 		ret = (ssize_t)got;
 	} else {
-		ret = SMB_VFS_NEXT_PREAD(handle, fsp, data, n, offset);
+		struct iotune_file *file = iotune_file_of(handle, fsp);
+
+		if (offset >= 0 && iotune_dio_wanted(share, file, false, n)) {
+			ret = iotune_dio_sync(share, file, false, data, n,
+					      (uint64_t)offset);
+		} else {
+			ret = SMB_VFS_NEXT_PREAD(handle, fsp, data, n, offset);
+		}
 		if (ret >= 0 && cache != NULL && offset >= 0) {
 			ret = (ssize_t)iotune_wc_read_overlay(
 				&cache->wc, NULL, (uint64_t)offset, data, n,
@@ -1961,6 +2399,7 @@ static ssize_t iotune_pread(struct vfs_handle_struct *handle,
 }
 
 struct iotune_pread_state {
+	bool dio;
 	struct iotune_share *share;
 	uint64_t started_us;
 	struct files_struct *fsp;
@@ -2023,8 +2462,17 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 		}
 	}
 
-	subreq = SMB_VFS_NEXT_PREAD_SEND(state, ev, handle, fsp, data, n,
-					 offset);
+	state->dio = offset >= 0 &&
+		     iotune_dio_wanted(state->share,
+				       iotune_file_of(handle, fsp), false, n);
+	if (state->dio) {
+		subreq = iotune_dio_send(state, ev, handle,
+					 iotune_file_of(handle, fsp), false,
+					 data, n, (uint64_t)offset);
+	} else {
+		subreq = SMB_VFS_NEXT_PREAD_SEND(state, ev, handle, fsp, data,
+						 n, offset);
+	}
 	if (tevent_req_nomem(subreq, req)) {
 		return tevent_req_post(req, ev);
 	}
@@ -2040,8 +2488,13 @@ static void iotune_pread_done(struct tevent_req *subreq)
 		req, struct iotune_pread_state);
 	struct iotune_cache *cache = NULL;
 
-	state->result.ret = SMB_VFS_PREAD_RECV(subreq,
-					       &state->result.vfs_aio_state);
+	if (state->dio) {
+		state->result.ret = iotune_dio_recv(
+			subreq, &state->result.vfs_aio_state);
+	} else {
+		state->result.ret = SMB_VFS_PREAD_RECV(
+			subreq, &state->result.vfs_aio_state);
+	}
 	TALLOC_FREE(subreq);
 	if (state->result.ret >= 0 && state->offset >= 0) {
 		cache = iotune_cache_of(state->fsp);

@@ -66,8 +66,18 @@ enum iotune_fadvise_choice {
 	IOTUNE_FADVISE_NOREUSE,
 };
 
+enum iotune_direct_io {
+	IOTUNE_DIRECT_NO,
+	IOTUNE_DIRECT_READS,
+	IOTUNE_DIRECT_WRITES,
+	IOTUNE_DIRECT_BOTH,
+	IOTUNE_DIRECT_CLIENT,
+};
+
 struct iotune_config {
 	bool stats;
+	int direct_io;			/* enum iotune_direct_io */
+	uint64_t direct_io_min_size;
 	int readahead;			/* enum iotune_ra_mode */
 	uint64_t readahead_offset;
 	uint64_t readahead_size;

@@ -47,6 +47,13 @@ struct iotune_stats {
 	struct iotune_wc_stats wc;
 	struct iotune_ra_stats ra;
 	uint64_t fadvise_calls;
+	uint64_t dio_reads;
+	uint64_t dio_read_bytes;
+	uint64_t dio_writes;
+	uint64_t dio_write_bytes;
+	uint64_t dio_splits;
+	uint64_t dio_bounces;
+	uint64_t dio_fallbacks;
 };
 
 /* dst += src, counter by counter */

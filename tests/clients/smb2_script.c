@@ -5,7 +5,7 @@
  * and no SMB2 truncate; this client has them.  It reads one command per
  * line on stdin and answers each with one line: "ok ..." or "err ...".
  *
- *   open NAME none|exclusive|batch|lease [create]
+ *   open NAME none|exclusive|batch|lease [unbuffered]
  *                          -> ok oplock=L lease=S
  *   write OFF HEX          -> ok N
  *   read OFF LEN           -> ok HEX
@@ -145,7 +145,8 @@ static uint8_t oplock_level(const char *word)
 }
 
 static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
-		     const char *name, const char *oplock)
+		     const char *name, const char *oplock,
+		     uint32_t create_options)
 {
 	uint8_t level = oplock_level(oplock);
 	struct smb2_create_blobs in_blobs = { 0 };
@@ -183,7 +184,7 @@ static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
 				  FILE_ATTRIBUTE_NORMAL,
 				  FILE_SHARE_READ | FILE_SHARE_WRITE |
 				  FILE_SHARE_DELETE,
-				  FILE_OPEN_IF, 0, &in_blobs);
+				  FILE_OPEN_IF, create_options, &in_blobs);
 	status = client_wait(c, req);
 	if (NT_STATUS_IS_OK(status)) {
 		status = smb2cli_create_recv(req, &c->fid_persistent,
@@ -402,7 +403,9 @@ static void run_command(struct client *c, char *line)
 	if (n == 0) {
 		printf("err empty\n");
 	} else if (strcmp(words[0], "open") == 0 && n >= 3) {
-		cmd_open(c, frame, words[1], words[2]);
+		cmd_open(c, frame, words[1], words[2],
+			 n == 4 && strcmp(words[3], "unbuffered") == 0 ?
+			 FILE_NO_INTERMEDIATE_BUFFERING : 0);
 	} else if (strcmp(words[0], "write") == 0 && n == 3) {
 		cmd_write(c, frame, strtoull(words[1], NULL, 10), words[2]);
 	} else if (strcmp(words[0], "read") == 0 && n == 3) {

@@ -336,9 +336,10 @@ class ScriptClient:
             raise RuntimeError('smb2-script %r: %s' % (line[:60], answer))
         return answer[3:]
 
-    def open(self, name, oplock='none'):
+    def open(self, name, oplock='none', unbuffered=False):
         words = dict(w.split('=') for w in self.call(
-            'open %s %s' % (name, oplock)).split())
+            'open %s %s%s' % (name, oplock,
+                              ' unbuffered' if unbuffered else '')).split())
         return int(words['oplock']), int(words['lease'])
 
     def write(self, offset, data):
