@@ -539,13 +539,31 @@ static ssize_t iotune_dio_sync(struct iotune_share *share,
 struct iotune_dio_state {
 	struct iotune_share *share;
 	struct iotune_dio_io io;
+	struct tevent_req *subreq;
 	bool in_flight;
 };
 
+static void iotune_dio_orphan_done(struct tevent_req *subreq)
+{
+	struct iotune_dio_state *state = tevent_req_callback_data(
+		subreq, struct iotune_dio_state);
+
+	(void)pthreadpool_tevent_job_recv(subreq);
+	state->in_flight = false;
+	TALLOC_FREE(state);	/* and subreq, its child */
+}
+
+/*
+ * Freed while a pool thread still uses io (smbd's shutdown close does
+ * that): refuse, like vfs_default, and free it when the job is done.
+ */
 static int iotune_dio_state_destructor(struct iotune_dio_state *state)
 {
-	/* a pool thread still uses io: like vfs_default, refuse */
-	return state->in_flight ? -1 : 0;
+	if (!state->in_flight) {
+		return 0;
+	}
+	tevent_req_set_callback(state->subreq, iotune_dio_orphan_done, state);
+	return -1;
 }
 
 static void iotune_dio_done(struct tevent_req *subreq);
@@ -575,6 +593,7 @@ static struct tevent_req *iotune_dio_send(TALLOC_CTX *mem_ctx,
 	if (tevent_req_nomem(subreq, req)) {
 		return tevent_req_post(req, ev);
 	}
+	state->subreq = subreq;
 	state->in_flight = true;
 	talloc_set_destructor(state, iotune_dio_state_destructor);
 	tevent_req_set_callback(subreq, iotune_dio_done, req);
