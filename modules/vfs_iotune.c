@@ -650,15 +650,21 @@ static void iotune_dio_open(struct iotune_share *share,
 {
 	char path[64];
 	struct statx stx;
+	struct stat st;
 	int fd;
 
 	if (file->direct_fd != -1 || share->dio_unsupported ||
 	    (!reads && !writes)) {
 		return;
 	}
+	/* directories refuse O_DIRECT: that says nothing of the files */
+	if (fstat(file->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		return;
+	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
 	fd = open(path, (flags & O_ACCMODE) | O_DIRECT | O_CLOEXEC);
 	if (fd == -1) {
+		DBG_DEBUG("open(%s, O_DIRECT): %s\n", path, strerror(errno));
 		share->stats.dio_fallbacks++;
 		if (errno == EINVAL) {
 			share->dio_unsupported = true;
@@ -1779,17 +1785,14 @@ static void iotune_file_destroy(void *p_data)
 	struct iotune_file *file = p_data;
 	struct iotune_cache *cache = file->cache;
 
-	iotune_dio_close(file);
-	if (cache == NULL) {
-		return;
-	}
-	if (cache->files == file && file->next == NULL) {
+	if (cache != NULL && cache->files == file && file->next == NULL) {
 		/* the last handle goes without our close: save what we can */
 		(void)iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);
 		iotune_cache_end(cache);
-		return;
+	} else if (cache != NULL) {
+		iotune_cache_detach(file);
 	}
-	iotune_cache_detach(file);
+	iotune_dio_close(file);
 }
 
 static int iotune_openat(struct vfs_handle_struct *handle,
@@ -1910,7 +1913,6 @@ static int iotune_close(struct vfs_handle_struct *handle,
 		return SMB_VFS_NEXT_CLOSE(handle, fsp);
 	}
 	iotune_ra_on_close(handle, fsp, file);
-	iotune_dio_close(file);
 	cache = file->cache;
 	if (cache != NULL) {
 		err = iotune_cache_flush_now(cache, IOTUNE_FLUSH_CLOSE);
@@ -1919,6 +1921,8 @@ static int iotune_close(struct vfs_handle_struct *handle,
 			iotune_cache_end(cache);
 		}
 	}
+	/* after the cache: its flushes may use the direct descriptor */
+	iotune_dio_close(file);
 	VFS_REMOVE_FSP_EXTENSION(handle, fsp);
 	ret = SMB_VFS_NEXT_CLOSE(handle, fsp);
 	if (ret == 0 && err != 0) {
