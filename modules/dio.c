@@ -21,6 +21,9 @@
 
 #include "iotune/dio.h"
 
+/* the largest file offset (off_t) */
+#define IOTUNE_DIO_MAX_OFFSET ((uint64_t)INT64_MAX)
+
 static bool power_of_two(uint64_t v)
 {
 	return v != 0 && (v & (v - 1)) == 0;
@@ -61,8 +64,10 @@ void iotune_dio_plan_read(const struct iotune_dio_align *a,
 			  struct iotune_dio_read_plan *plan)
 {
 	memset(plan, 0, sizeof(*plan));
-	if (len == 0 || len < min_size || off + len < off ||
-	    off + len > UINT64_MAX - a->offset) {
+	/* near the largest off_t: the page cache path gives the answer */
+	if (len == 0 || len < min_size || off > IOTUNE_DIO_MAX_OFFSET ||
+	    len > IOTUNE_DIO_MAX_OFFSET - off ||
+	    a->offset > IOTUNE_DIO_MAX_OFFSET - off - len) {
 		return;
 	}
 	plan->direct = true;
@@ -100,7 +105,8 @@ void iotune_dio_plan_write(const struct iotune_dio_align *a,
 
 	memset(plan, 0, sizeof(*plan));
 	plan->head_len = len;	/* by default all of it is buffered */
-	if (len == 0 || len < min_size || end < off) {
+	if (len == 0 || len < min_size || off > IOTUNE_DIO_MAX_OFFSET ||
+	    len > IOTUNE_DIO_MAX_OFFSET - off) {
 		return;
 	}
 	mid_start = up(off, a->offset);

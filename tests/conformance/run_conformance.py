@@ -38,6 +38,7 @@ BASE_VFS = 'acl_xattr streams_xattr'
 VARIANTS = {
     'default': {},
     'tiny': {'write cache size': '8K'},   # exercises the flush paths
+    'direct': {'direct io': 'both', 'direct io min size': '0'},
 }
 
 STATUS_RE = re.compile(

@@ -92,6 +92,13 @@ static void test_read_result_trims_and_handles_eof(void **state)
 	assert_false(p.bounce);
 	iotune_dio_plan_read(&a, 0, 8192, 65536, 0x10008, &p);
 	assert_true(p.bounce);
+	/* near the largest offset: page cache, which answers end of file */
+	iotune_dio_plan_read(&a, 0, INT64_MAX - 1, 10, 0, &p);
+	assert_false(p.direct);
+	iotune_dio_plan_read(&a, 0, INT64_MAX, 1, 0, &p);
+	assert_false(p.direct);
+	iotune_dio_plan_read(&a, 0, UINT64_MAX - 5, 4, 0, &p);
+	assert_false(p.direct);
 	/* below the minimum size: page cache */
 	iotune_dio_plan_read(&a, 65536, 0, 4096, 0, &p);
 	assert_false(p.direct);
@@ -155,6 +162,8 @@ static void test_write_edge_cases(void **state)
 	assert_true(p.head_len == 8192 && p.mid_len == 0);
 	iotune_dio_plan_write(&a, 0, UINT64_MAX - 10, 100, 0, &p);
 	assert_true(p.head_len == 100 && p.mid_len == 0);
+	iotune_dio_plan_write(&a, 0, INT64_MAX - 8191, 8192, 0, &p);
+	assert_true(p.head_len == 8192 && p.mid_len == 0);
 }
 
 int main(void)
