@@ -637,6 +637,21 @@ static ssize_t iotune_dio_recv(struct tevent_req *req,
 	return ret;
 }
 
+/* The result of a disk read or write, direct or through the VFS */
+static ssize_t iotune_disk_recv(struct tevent_req *subreq,
+				bool dio,
+				bool is_write,
+				struct vfs_aio_state *vfs_aio_state)
+{
+	if (dio) {
+		return iotune_dio_recv(subreq, vfs_aio_state);
+	}
+	if (is_write) {
+		return SMB_VFS_PWRITE_RECV(subreq, vfs_aio_state);
+	}
+	return SMB_VFS_PREAD_RECV(subreq, vfs_aio_state);
+}
+
 /*
  * Opens the O_DIRECT twin of a new file's descriptor.  A file system that
  * refuses O_DIRECT is logged once per share and the share's files use the
@@ -796,11 +811,7 @@ static void iotune_cache_flush_done(struct tevent_req *subreq)
 	struct vfs_aio_state aio_state = { 0 };
 	ssize_t ret;
 
-	if (cache->flush_dio) {
-		ret = iotune_dio_recv(subreq, &aio_state);
-	} else {
-		ret = SMB_VFS_PWRITE_RECV(subreq, &aio_state);
-	}
+	ret = iotune_disk_recv(subreq, cache->flush_dio, true, &aio_state);
 	TALLOC_FREE(subreq);
 	cache->flush_subreq = NULL;
 	cache->proc->flushes_in_flight--;
@@ -2125,13 +2136,8 @@ static void iotune_pwrite_disk_done(struct tevent_req *subreq)
 		req, struct iotune_pwrite_state);
 	struct iotune_cache *cache = NULL;
 
-	if (state->dio) {
-		state->result.ret = iotune_dio_recv(
-			subreq, &state->result.vfs_aio_state);
-	} else {
-		state->result.ret = SMB_VFS_PWRITE_RECV(
-			subreq, &state->result.vfs_aio_state);
-	}
+	state->result.ret = iotune_disk_recv(subreq, state->dio, true,
+					     &state->result.vfs_aio_state);
 	TALLOC_FREE(subreq);
 	iotune_pwrite_count(req);
 	cache = iotune_cache_of(state->fsp);
@@ -2511,13 +2517,8 @@ static void iotune_pread_done(struct tevent_req *subreq)
 		req, struct iotune_pread_state);
 	struct iotune_cache *cache = NULL;
 
-	if (state->dio) {
-		state->result.ret = iotune_dio_recv(
-			subreq, &state->result.vfs_aio_state);
-	} else {
-		state->result.ret = SMB_VFS_PREAD_RECV(
-			subreq, &state->result.vfs_aio_state);
-	}
+	state->result.ret = iotune_disk_recv(subreq, state->dio, false,
+					     &state->result.vfs_aio_state);
 	TALLOC_FREE(subreq);
 	if (state->result.ret >= 0 && state->offset >= 0) {
 		cache = iotune_cache_of(state->fsp);
