@@ -21,6 +21,7 @@ CORE_SOURCES = [
     'modules/stats.c',
     'modules/readahead.c',
     'modules/dio.c',
+    'modules/dio_probe.c',
 ]
 
 # unit test name -> extra link flags (syscall and libc fakes)
@@ -30,6 +31,7 @@ UNIT_TESTS = {
     'stats': [],
     'readahead': [],
     'dio': [],
+    'dio_probe': ['-Wl,--wrap=statx'],
 }
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',

@@ -664,7 +664,6 @@ static void iotune_dio_open(struct iotune_share *share,
 			    bool writes)
 {
 	char path[64];
-	struct statx stx;
 	struct stat st;
 	int fd;
 
@@ -689,13 +688,7 @@ static void iotune_dio_open(struct iotune_share *share,
 		}
 		return;
 	}
-	file->align = iotune_dio_align_choose(0, 0, 0);
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
-	    (stx.stx_mask & STATX_DIOALIGN)) {
-		file->align = iotune_dio_align_choose(stx.stx_dio_offset_align,
-						      stx.stx_dio_mem_align,
-						      0);
-	}
+	file->align = iotune_dio_align_probe(fd, "/sys");
 	file->direct_fd = fd;
 	file->direct_reads = reads;
 	file->direct_writes = writes;

@@ -27,6 +27,20 @@ struct iotune_dio_align iotune_dio_align_choose(uint32_t statx_offset_align,
 						uint32_t statx_mem_align,
 						uint32_t logical_block_size);
 
+/*
+ * The logical block size of block device maj:min (a file's st_dev), from
+ * <sysfs_root>/dev/block/MAJ:MIN; 0 when there is none.
+ */
+uint32_t iotune_dio_device_block_size(unsigned int maj,
+				      unsigned int min,
+				      const char *sysfs_root);
+
+/*
+ * The alignment O_DIRECT on fd needs: statx STATX_DIOALIGN, else the
+ * logical block size, else 4096.  sysfs_root is "/sys" outside tests.
+ */
+struct iotune_dio_align iotune_dio_align_probe(int fd, const char *sysfs_root);
+
 struct iotune_dio_read_plan {
 	bool direct;		/* false: read through the page cache */
 	uint64_t off;		/* aligned read: offset ... */

@@ -153,3 +153,48 @@ def test_client_mode_follows_no_intermediate_buffering(smbd):
     c.close()
     c.quit()
     assert stat_counters(smbd, 'dio_client')['dio_writes'] >= 1
+
+
+@pytest.fixture
+def no_odirect_smbd(request, tmp_path):
+    """ramfs refuses O_DIRECT with EINVAL (this kernel's tmpfs accepts it)"""
+    mount = tmp_path / 'ramfs'
+    mount.mkdir()
+    subprocess.run(['mount', '-t', 'ramfs', 'ramfs', str(mount)], check=True)
+    request.addfinalizer(lambda: subprocess.run(['umount', '-l',
+                                                 str(mount)]))
+    probe = os.path.join(mount, 'probe')
+    with open(probe, 'wb'):
+        pass
+    with pytest.raises(OSError):
+        os.close(os.open(probe, os.O_RDONLY | os.O_DIRECT))
+    os.unlink(probe)
+    return start_smbd(request, {
+        'nodirect': dict(dio_share(direct_io='both', write_cache_size='0'),
+                         path=str(mount)),
+    }, log_level=1)
+
+
+def test_file_system_without_o_direct_falls_back(no_odirect_smbd):
+    smbd = no_odirect_smbd
+    data = {}
+    c = harness.ScriptClient(smbd, 'nodirect')
+    for i in range(3):
+        name = 'f%d.bin' % i
+        data[name] = os.urandom(MIB + 1000 * i)
+        c.open(name)
+        assert c.write(0, data[name]) == len(data[name])
+        assert c.read(0, len(data[name]) + 10) == data[name]
+        c.close()
+    c.quit()
+    for name, content in data.items():
+        with open(os.path.join(smbd.share_path('nodirect'), name),
+                  'rb') as f:
+            assert f.read() == content
+    log = smbd.log_text()
+    line = "share 'nodirect': the file system refuses O_DIRECT"
+    assert log.count(line) == 1, log[-2000:]
+    counters = stat_counters(smbd, 'nodirect')
+    assert counters['dio_fallbacks'] >= 1
+    assert counters.get('dio_writes', 0) == 0
+    assert counters.get('dio_reads', 0) == 0
