@@ -14,6 +14,8 @@
  *                             (waits up to MS for a break)
  *   ack                    -> acknowledges the last break
  *   use N                  -> later commands act on handle slot N (0-7)
+ *   pump write|read TOTAL BLOCK DEPTH
+ *                          -> ok BYTES USEC  (DEPTH requests in flight)
  *   autoack                -> acknowledge every later break at once
  *   quit
  *
@@ -262,6 +264,124 @@ static void cmd_read(struct client *c, TALLOC_CTX *mem_ctx, uint64_t off,
 	printf("\n");
 }
 
+/*
+ * "pump": streams TOTAL bytes from offset 0 in BLOCK-sized writes or reads
+ * with DEPTH requests in flight, as real clients do.  For benchmarks.
+ */
+struct pump {
+	struct client *c;
+	bool is_write;
+	uint64_t total;
+	uint32_t block;
+	unsigned depth;
+	uint8_t *data;
+	uint64_t next;		/* offset of the next request */
+	uint64_t done;		/* bytes completed */
+	unsigned in_flight;
+	NTSTATUS status;
+};
+
+static void pump_done(struct tevent_req *req);
+
+static void pump_fill(struct pump *p)
+{
+	struct client *c = p->c;
+	struct tevent_req *req = NULL;
+	uint32_t len;
+
+	while (NT_STATUS_IS_OK(p->status) && p->in_flight < p->depth &&
+	       p->next < p->total) {
+		len = MIN(p->block, p->total - p->next);
+		if (p->is_write) {
+			req = smb2cli_write_send(p, c->ev, c->cli->conn,
+						 c->timeout,
+						 c->cli->smb2.session,
+						 c->cli->smb2.tcon, len,
+						 p->next, c->fid_persistent,
+						 c->fid_volatile, 0, 0,
+						 p->data);
+		} else {
+			req = smb2cli_read_send(p, c->ev, c->cli->conn,
+						c->timeout,
+						c->cli->smb2.session,
+						c->cli->smb2.tcon, len,
+						p->next, c->fid_persistent,
+						c->fid_volatile, 0, 0);
+		}
+		if (req == NULL) {
+			p->status = NT_STATUS_NO_MEMORY;
+			return;
+		}
+		tevent_req_set_callback(req, pump_done, p);
+		p->next += len;
+		p->in_flight++;
+	}
+}
+
+static void pump_done(struct tevent_req *req)
+{
+	struct pump *p = tevent_req_callback_data(req, struct pump);
+	uint8_t *data = NULL;
+	uint32_t n = 0;
+	NTSTATUS status;
+
+	if (p->is_write) {
+		status = smb2cli_write_recv(req, &n);
+	} else {
+		status = smb2cli_read_recv(req, p, &data, &n);
+	}
+	TALLOC_FREE(req);
+	p->in_flight--;
+	if (!NT_STATUS_IS_OK(status)) {
+		p->status = status;
+		return;
+	}
+	p->done += n;
+	pump_fill(p);
+}
+
+static void cmd_pump(struct client *c, TALLOC_CTX *mem_ctx, char **words)
+{
+	struct pump *p = talloc_zero(mem_ctx, struct pump);
+	struct timespec start, end;
+	uint32_t i;
+
+	if (p == NULL) {
+		printf("err no memory\n");
+		return;
+	}
+	p->c = c;
+	p->is_write = strcmp(words[1], "write") == 0;
+	p->total = strtoull(words[2], NULL, 10);
+	p->block = (uint32_t)strtoul(words[3], NULL, 10);
+	p->depth = (unsigned)strtoul(words[4], NULL, 10);
+	p->status = NT_STATUS_OK;
+	p->data = talloc_array(p, uint8_t, p->block);
+	if (p->data == NULL || p->block == 0 || p->depth == 0) {
+		printf("err bad arguments\n");
+		return;
+	}
+	for (i = 0; i < p->block; i++) {
+		p->data[i] = (uint8_t)(i * 2654435761u >> 24);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	pump_fill(p);
+	while (p->in_flight > 0) {
+		if (tevent_loop_once(c->ev) != 0) {
+			p->status = map_nt_error_from_unix(errno);
+			break;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	if (!NT_STATUS_IS_OK(p->status)) {
+		printf("err %s\n", nt_errstr(p->status));
+		return;
+	}
+	printf("ok %llu %llu\n", (unsigned long long)p->done,
+	       (unsigned long long)((end.tv_sec - start.tv_sec) * 1000000LL +
+				    (end.tv_nsec - start.tv_nsec) / 1000));
+}
+
 static void print_status(struct client *c, struct tevent_req *req,
 			 NTSTATUS (*recv)(struct tevent_req *req))
 {
@@ -391,12 +511,12 @@ static NTSTATUS echo_recv(struct tevent_req *req)
 static void run_command(struct client *c, char *line)
 {
 	TALLOC_CTX *frame = talloc_stackframe();
-	char *words[4] = { NULL };
+	char *words[5] = { NULL };
 	char *save = NULL;
 	char *w = NULL;
 	int n = 0;
 
-	for (w = strtok_r(line, " \n", &save); w != NULL && n < 4;
+	for (w = strtok_r(line, " \n", &save); w != NULL && n < 5;
 	     w = strtok_r(NULL, " \n", &save)) {
 		words[n++] = w;
 	}
@@ -419,6 +539,8 @@ static void run_command(struct client *c, char *line)
 						   c->fid_persistent,
 						   c->fid_volatile),
 			     flush_recv);
+	} else if (strcmp(words[0], "pump") == 0 && n == 5) {
+		cmd_pump(c, frame, words);
 	} else if (strcmp(words[0], "truncate") == 0 && n == 2) {
 		cmd_truncate(c, frame, strtoull(words[1], NULL, 10));
 	} else if (strcmp(words[0], "close") == 0) {

@@ -351,6 +351,13 @@ class ScriptClient:
     def flush(self):
         self.call('flush')
 
+    def pump(self, kind, total, block, depth):
+        """streams total bytes from offset 0 ('write' or 'read') in block
+        sized requests, depth of them in flight: (bytes, seconds)"""
+        done, usec = self.call('pump %s %d %d %d' %
+                               (kind, total, block, depth)).split()
+        return int(done), int(usec) / 1e6
+
     def truncate(self, size):
         self.call('truncate %d' % size)
 
