@@ -3,7 +3,8 @@
 # one run (median of --rounds, modes alternating):
 #   a) concurrent readers of distinct cold files: adaptive vs kernel vs
 #      off: throughput, and bytes read from storage per byte served (the
-#      smbd processes' /proc/<pid>/io read_bytes);
+#      block device's read bytes); once with all of the RAM, once with smbd
+#      in a memory cgroup smaller than the files (seed 004's situation);
 #   b) random 4 KiB readers of a cold file: fadvise = random vs kernel:
 #      storage bytes per byte served;
 #   c) streaming a file with drop-behind vs without: page-cache residency
@@ -20,6 +21,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -32,8 +34,6 @@ MIB = 1024 * 1024
 SHARES = {
     'kernel': {'vfs objects': 'iotune', 'iotune:readahead': 'kernel'},
     'adaptive': {'vfs objects': 'iotune', 'iotune:readahead': 'adaptive'},
-    'both': {'vfs objects': 'iotune', 'iotune:readahead': 'adaptive',
-             'iotune:fadvise': 'normal'},
     'off': {'vfs objects': 'iotune', 'iotune:readahead': 'off'},
     'random': {'vfs objects': 'iotune', 'iotune:fadvise': 'random'},
     'drop': {'vfs objects': 'iotune', 'iotune:drop behind': 'yes'},
@@ -56,25 +56,101 @@ def device_read_bytes(path):
         return int(f.read().split()[2]) * 512
 
 
-def smbclient_readers(smbd, share, names):
-    """Concurrent smbclient gets of distinct files, one connection each:
-    (MB/s, bytes read from the device per byte served)"""
+def pump_readers(smbd, share, names, file_bytes, depth):
+    """Concurrent readers of distinct files, one connection (smbd process)
+    each, streaming 1 MiB reads with depth of them in flight as Windows
+    clients do (smb2-script pump): (MB/s, bytes read from the block device
+    per byte served)"""
     paths = [os.path.join(smbd.share_path(share), n) for n in names]
-    served = sum(os.path.getsize(p) for p in paths)
+    for p in paths:
+        make_cold(p)
+    clients = [harness.ScriptClient(smbd, share) for _ in names]
+    for c, n in zip(clients, names):
+        c.open(n)
+    got = [0] * len(names)
+
+    def read(i):
+        got[i] = clients[i].pump('read', file_bytes, MIB, depth)[0]
+    threads = [threading.Thread(target=read, args=(i,))
+               for i in range(len(names))]
     storage0 = device_read_bytes(paths[0])
     t0 = time.monotonic()
-    procs = [subprocess.Popen(
-        ['smbclient', smbd.unc(share), '-U', '%s%%%s' % (harness.USER,
-                                                          harness.PASSWORD),
-         '--configfile=%s' % smbd.conf, '-c', 'get %s /dev/null' % n],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for n in names]
-    for p in procs:
-        if p.wait() != 0:
-            raise RuntimeError('smbclient get failed')
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     wall = time.monotonic() - t0
     storage = device_read_bytes(paths[0]) - storage0
+    for c in clients:
+        c.close()
+        c.quit()
+    served = sum(got)
+    if served != file_bytes * len(names):
+        raise RuntimeError('readers got %d of %d bytes' %
+                           (served, file_bytes * len(names)))
     return served / wall / 1e6, storage / served
+
+
+class MemoryLimit:
+    """A memory cgroup (v2 or v1) that smbd and its children run in: its
+    page cache is charged there, as when many clients share a server's
+    RAM."""
+
+    # (hierarchy root, the file that says it has the memory controller,
+    # the limit's file)
+    HIERARCHIES = (
+        ('/sys/fs/cgroup', 'cgroup.controllers', 'memory.max'),
+        ('/sys/fs/cgroup/unified', 'cgroup.controllers', 'memory.max'),
+        ('/sys/fs/cgroup/memory', 'memory.limit_in_bytes',
+         'memory.limit_in_bytes'),
+    )
+
+    def __init__(self, limit):
+        self.path = self.root = None
+        for root, probe, knob in self.HIERARCHIES:
+            try:
+                with open(os.path.join(root, probe)) as f:
+                    if probe == 'cgroup.controllers' and \
+                            'memory' not in f.read().split():
+                        continue
+                path = os.path.join(root, 'iotune-bench')
+                os.makedirs(path, exist_ok=True)
+                with open(os.path.join(path, knob), 'w') as f:
+                    f.write(str(limit))
+            except OSError:
+                continue
+            self.path, self.root = path, root
+            return
+
+    def add(self, pid):
+        with open(os.path.join(self.path, 'cgroup.procs'), 'w') as f:
+            f.write(str(pid))
+
+    def remove(self):
+        if self.path is None:
+            return
+        for pid in open(os.path.join(self.path, 'cgroup.procs')).read(
+                ).split():
+            try:
+                with open(os.path.join(self.root, 'cgroup.procs'),
+                          'w') as f:
+                    f.write(pid)
+            except OSError:
+                pass
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def read_ahead_kb(path):
+    st = os.stat(path)
+    try:
+        with open('/sys/dev/block/%d:%d/queue/read_ahead_kb' %
+                  (os.major(st.st_dev), os.minor(st.st_dev))) as f:
+            return f.read().strip()
+    except OSError:
+        return '?'
 
 
 def io_read_bytes(pid):
@@ -160,6 +236,11 @@ def main():
     ap.add_argument('--rounds', type=int, default=5)
     ap.add_argument('--readers', type=int, default=16)
     ap.add_argument('--file-mib', type=int, default=48)
+    ap.add_argument('--stream-mib', type=int, default=512)
+    ap.add_argument('--depth', type=int, default=4,
+                    help='reads in flight per reader in a)')
+    ap.add_argument('--memory-limit-mib', type=int, default=192,
+                    help='memory cgroup of the second run of a)')
     args = ap.parse_args()
 
     harness.install_module()
@@ -170,35 +251,49 @@ def main():
         blob = os.urandom(args.file_mib * MIB)
         for share in SHARES:
             for n in names[:args.readers if share in
-                           ('kernel', 'adaptive', 'off', 'both') else 1]:
+                           ('kernel', 'adaptive', 'off') else 1]:
                 with open(os.path.join(smbd.share_path(share), n),
                           'wb') as f:
                     f.write(blob)
 
-        def cold_readers(share):
-            def run():
-                for n in names:
-                    make_cold(os.path.join(smbd.share_path(share), n))
-                return smbclient_readers(smbd, share, names)
-            return run
+        modes = ['kernel', 'adaptive', 'off']
 
-        print('a) %d smbclient readers of distinct cold %d MiB files, '
-              'median of %d (storage: the block device\'s read bytes)' %
-              (args.readers, args.file_mib, args.rounds))
-        a = {}
-        for r in range(args.rounds):
-            for mode in (['kernel', 'adaptive', 'off', 'both'] if r % 2 == 0
-                         else ['both', 'off', 'adaptive', 'kernel']):
-                a.setdefault(mode, []).append(cold_readers(mode)())
-        med = {m: (statistics.median(x[0] for x in v),
-                   statistics.median(x[1] for x in v))
-               for m, v in a.items()}
-        for mode in ('kernel', 'adaptive', 'off', 'both'):
-            print('   %-9s %8.0f MB/s   storage/served %.3f' %
-                  (mode, med[mode][0], med[mode][1]))
-        print('   adaptive/kernel throughput %.2f (target >= 1.0), '
-              'adaptive waste %.3f (target <= 1.1)' %
-              (med['adaptive'][0] / med['kernel'][0], med['adaptive'][1]))
+        def compare(label):
+            runs = {m: [] for m in modes}
+            for r in range(args.rounds):
+                for mode in modes if r % 2 == 0 else modes[::-1]:
+                    runs[mode].append(pump_readers(
+                        smbd, mode, names, args.file_mib * MIB, args.depth))
+            med = {m: (statistics.median(x[0] for x in v),
+                       statistics.median(x[1] for x in v))
+                   for m, v in runs.items()}
+            print('   %s:' % label)
+            for mode in modes:
+                print('     %-9s %6.0f MB/s   storage/served %.2f' %
+                      (mode, med[mode][0], med[mode][1]))
+            print('     adaptive/kernel throughput %.2f (target >= 1.0), '
+                  'adaptive waste %.2f (target <= 1.1)' %
+                  (med['adaptive'][0] / med['kernel'][0],
+                   med['adaptive'][1]))
+
+        print('a) %d readers of distinct cold %d MiB files, 1 MiB reads, '
+              '%d in flight each, median of %d (storage: the block '
+              'device\'s read bytes; this disk\'s read_ahead_kb: %s)' %
+              (args.readers, args.file_mib, args.depth, args.rounds,
+               read_ahead_kb(smbd.share_path('kernel'))))
+        compare('the whole RAM for the page cache')
+        limit = MemoryLimit(args.memory_limit_mib * MIB)
+        if limit.path is None:
+            print('   memory-limited run skipped: no memory cgroup')
+        else:
+            try:
+                limit.add(smbd.proc.pid)
+                compare('smbd in a memory cgroup of %d MiB (%.0f%% of the '
+                        'files), as when many clients share the RAM' %
+                        (args.memory_limit_mib, 100.0 * args.memory_limit_mib
+                         / (args.readers * args.file_mib)))
+            finally:
+                limit.remove()
 
         print('b) 4 random 4 KiB readers of one cold 256 MiB file, median '
               'of %d' % args.rounds)
@@ -221,13 +316,21 @@ def main():
               '(target >= 4)' % (b['kernel'][1] / max(b['random'][1],
                                                       1e-9)))
 
-        print('c) streaming one cold file with and without drop-behind, '
-              'median of %d' % args.rounds)
+        print('c) streaming one cold %d MiB file (1 MiB reads, %d in '
+              'flight) with and without drop-behind, median of %d' %
+              (args.stream_mib, args.depth, args.rounds))
+
+        stream_bytes = args.stream_mib * MIB
+        for share in ('kernel', 'drop'):
+            with open(os.path.join(smbd.share_path(share), 'stream.bin'),
+                      'wb') as f:
+                for _ in range(args.stream_mib):
+                    f.write(os.urandom(MIB))
 
         def stream(share):
-            path = os.path.join(smbd.share_path(share), names[0])
-            make_cold(path)
-            mbs, _ = run_readers(smbd, share, [names[0]], MIB, 'seq')
+            path = os.path.join(smbd.share_path(share), 'stream.bin')
+            mbs, _ = pump_readers(smbd, share, ['stream.bin'], stream_bytes,
+                                  args.depth)
             time.sleep(0.3)     # the drop at close runs in the pool
             return mbs, resident_fraction(path)
         c = {m: median_of(args.rounds, lambda m=m: stream(m))

@@ -125,7 +125,7 @@ static const struct option_spec option_specs[] = {
 	{
 		.name = "readahead max",
 		.kind = OPTION_SIZE,
-		.default_text = "4M",
+		.default_text = "2M",
 		.min = 128 * KIB,
 		.max = 1 * GIB,
 		.offset = CONFIG_FIELD(readahead_max),

@@ -189,6 +189,7 @@ static void test_config_defaults(void **state)
 	assert_true(c.write_cache_flush_timeout_ms == 1000);
 	assert_true(c.stats);
 	assert_int_equal(c.readahead, 1);	/* kernel */
+	assert_true(c.readahead_max == 2 * 1024 * 1024);
 	assert_true(c.readahead_budget == 64 * 1024 * 1024);
 	assert_int_equal(c.fadvise, 0);
 	assert_false(c.drop_behind);
