@@ -198,3 +198,27 @@ def test_file_system_without_o_direct_falls_back(no_odirect_smbd):
     assert counters['dio_fallbacks'] >= 1
     assert counters.get('dio_writes', 0) == 0
     assert counters.get('dio_reads', 0) == 0
+
+
+def pump_pattern(block):
+    """the bytes smb2-script's pump writes in every block"""
+    return bytes((i * 2654435761 >> 24) & 0xff for i in range(block))
+
+
+@pytest.mark.parametrize('share', ['dio', 'dio_cached'])
+def test_requests_in_flight(smbd, share):
+    """8 writes and then 8 reads in flight at once, as real clients send
+    them, through direct I/O (and the write cache)"""
+    block, total = 256 * KIB + 512, 8 * MIB + 4096
+    c = harness.ScriptClient(smbd, share)
+    c.open('inflight.bin', 'batch')
+    assert c.pump('write', total, block, 8)[0] == total
+    assert c.pump('read', total, block, 8)[0] == total
+    c.close()
+    c.quit()
+    pattern = pump_pattern(block)
+    expected = b''.join(pattern[:min(block, total - off)]
+                        for off in range(0, total, block))
+    with open(os.path.join(smbd.share_path(share), 'inflight.bin'),
+              'rb') as f:
+        assert f.read() == expected
