@@ -637,6 +637,31 @@ static ssize_t iotune_dio_recv(struct tevent_req *req,
 	return ret;
 }
 
+/* A disk read or write, direct (file's O_DIRECT twin) or through the VFS */
+static struct tevent_req *iotune_disk_send(TALLOC_CTX *mem_ctx,
+					   struct tevent_context *ev,
+					   struct vfs_handle_struct *handle,
+					   struct iotune_file *file,
+					   struct files_struct *fsp,
+					   bool dio,
+					   bool is_write,
+					   const void *buf,
+					   size_t n,
+					   uint64_t off)
+{
+	if (dio) {
+		return iotune_dio_send(mem_ctx, ev, handle, file, is_write,
+				       buf, n, off);
+	}
+	if (is_write) {
+		return SMB_VFS_NEXT_PWRITE_SEND(mem_ctx, ev, handle, fsp, buf,
+						n, (off_t)off);
+	}
+	return SMB_VFS_NEXT_PREAD_SEND(mem_ctx, ev, handle, fsp,
+				       discard_const_p(void, buf), n,
+				       (off_t)off);
+}
+
 /* The result of a disk read or write, direct or through the VFS */
 static ssize_t iotune_disk_recv(struct tevent_req *subreq,
 				bool dio,
@@ -836,14 +861,9 @@ static void iotune_cache_flush_io(struct iotune_cache *cache)
 		return;
 	}
 	cache->flush_dio = iotune_dio_wanted(cache->share, owner, true, len);
-	if (cache->flush_dio) {
-		subreq = iotune_dio_send(cache, p->flush_ev, owner->handle,
-					 owner, true, buf, len, off);
-	} else {
-		subreq = SMB_VFS_NEXT_PWRITE_SEND(cache, p->flush_ev,
-						  owner->handle, owner->fsp,
-						  buf, len, (off_t)off);
-	}
+	subreq = iotune_disk_send(cache, p->flush_ev, owner->handle, owner,
+				  owner->fsp, cache->flush_dio, true, buf, len,
+				  off);
 	if (subreq == NULL) {
 		iotune_wc_flush_result(&cache->wc, -1, ENOMEM,
 				       iotune_now_ms());
@@ -2093,22 +2113,14 @@ static bool iotune_pwrite_to_disk(struct tevent_req *req,
 {
 	struct iotune_pwrite_state *state = tevent_req_data(
 		req, struct iotune_pwrite_state);
-	struct tevent_req *subreq = NULL;
-
 	struct iotune_file *file = iotune_file_of(state->handle, state->fsp);
+	struct tevent_req *subreq = NULL;
 
 	state->dio = state->offset >= 0 &&
 		     iotune_dio_wanted(state->share, file, true, state->n);
-	if (state->dio) {
-		subreq = iotune_dio_send(state, state->ev, state->handle, file,
-					 true, state->data, state->n,
-					 (uint64_t)state->offset);
-	} else {
-		subreq = SMB_VFS_NEXT_PWRITE_SEND(state, state->ev,
-						  state->handle, state->fsp,
-						  state->data, state->n,
-						  state->offset);
-	}
+	subreq = iotune_disk_send(state, state->ev, state->handle, file,
+				  state->fsp, state->dio, true, state->data,
+				  state->n, (uint64_t)state->offset);
 	if (subreq == NULL) {
 		return false;
 	}
@@ -2453,6 +2465,7 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 	struct tevent_req *subreq = NULL;
 	struct iotune_pread_state *state = NULL;
 	struct iotune_cache *cache = iotune_cache_of(fsp);
+	struct iotune_file *file = NULL;
 	size_t got;
 	int err;
 
@@ -2484,17 +2497,11 @@ static struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 		}
 	}
 
+	file = iotune_file_of(handle, fsp);
 	state->dio = offset >= 0 &&
-		     iotune_dio_wanted(state->share,
-				       iotune_file_of(handle, fsp), false, n);
-	if (state->dio) {
-		subreq = iotune_dio_send(state, ev, handle,
-					 iotune_file_of(handle, fsp), false,
-					 data, n, (uint64_t)offset);
-	} else {
-		subreq = SMB_VFS_NEXT_PREAD_SEND(state, ev, handle, fsp, data,
-						 n, offset);
-	}
+		     iotune_dio_wanted(state->share, file, false, n);
+	subreq = iotune_disk_send(state, ev, handle, file, fsp, state->dio,
+				  false, data, n, (uint64_t)offset);
 	if (tevent_req_nomem(subreq, req)) {
 		return tevent_req_post(req, ev);
 	}
