@@ -16,7 +16,6 @@ import argparse
 import mmap
 import os
 import shutil
-import statistics
 import sys
 import time
 
@@ -24,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
+from benchlib import median_alternating  # noqa: E402
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -80,15 +80,6 @@ def disk_direct_writes(directory, total, block):
     os.close(fd)
     os.unlink(path)
     return total / elapsed / 1e6
-
-
-def median_alternating(rounds, fns):
-    results = {name: [] for name in fns}
-    names = list(fns)
-    for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            results[name].append(fns[name]())
-    return {name: statistics.median(v) for name, v in results.items()}
 
 
 def main():

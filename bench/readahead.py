@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
+from benchlib import median_alternating  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -225,10 +225,10 @@ def resident_fraction(path):
     return int(out.split()[0]) / os.path.getsize(path)
 
 
-def median_of(rounds, fn):
-    values = [fn() for _ in range(rounds)]
-    return tuple(statistics.median(v[i] for v in values)
-                 for i in range(len(values[0])))
+def write_random_file(path, mib):
+    with open(path, 'wb') as f:
+        for _ in range(mib):
+            f.write(os.urandom(MIB))
 
 
 def main():
@@ -259,14 +259,10 @@ def main():
         modes = ['kernel', 'adaptive', 'off']
 
         def compare(label):
-            runs = {m: [] for m in modes}
-            for r in range(args.rounds):
-                for mode in modes if r % 2 == 0 else modes[::-1]:
-                    runs[mode].append(pump_readers(
-                        smbd, mode, names, args.file_mib * MIB, args.depth))
-            med = {m: (statistics.median(x[0] for x in v),
-                       statistics.median(x[1] for x in v))
-                   for m, v in runs.items()}
+            med = median_alternating(args.rounds, {
+                m: lambda m=m: pump_readers(smbd, m, names,
+                                            args.file_mib * MIB, args.depth)
+                for m in modes})
             print('   %s:' % label)
             for mode in modes:
                 print('     %-9s %6.0f MB/s   storage/served %.2f' %
@@ -298,17 +294,15 @@ def main():
         print('b) 4 random 4 KiB readers of one cold 256 MiB file, median '
               'of %d' % args.rounds)
         for share in ('kernel', 'random'):
-            with open(os.path.join(smbd.share_path(share), 'big.bin'),
-                      'wb') as f:
-                for _ in range(256):
-                    f.write(os.urandom(MIB))
+            write_random_file(os.path.join(smbd.share_path(share),
+                                           'big.bin'), 256)
 
         def random_readers(share):
             make_cold(os.path.join(smbd.share_path(share), 'big.bin'))
             return run_readers(smbd, share, ['big.bin'] * 4, 4096, 'rand',
                                count=1500)
-        b = {m: median_of(args.rounds, lambda m=m: random_readers(m))
-             for m in ('kernel', 'random')}
+        b = median_alternating(args.rounds, {
+            m: lambda m=m: random_readers(m) for m in ('kernel', 'random')})
         for mode in ('kernel', 'random'):
             print('   %-9s %8.1f MB/s   storage/served %.2f' %
                   (mode, b[mode][0], b[mode][1]))
@@ -322,10 +316,8 @@ def main():
 
         stream_bytes = args.stream_mib * MIB
         for share in ('kernel', 'drop'):
-            with open(os.path.join(smbd.share_path(share), 'stream.bin'),
-                      'wb') as f:
-                for _ in range(args.stream_mib):
-                    f.write(os.urandom(MIB))
+            write_random_file(os.path.join(smbd.share_path(share),
+                                           'stream.bin'), args.stream_mib)
 
         def stream(share):
             path = os.path.join(smbd.share_path(share), 'stream.bin')
@@ -333,8 +325,8 @@ def main():
                                   args.depth)
             time.sleep(0.3)     # the drop at close runs in the pool
             return mbs, resident_fraction(path)
-        c = {m: median_of(args.rounds, lambda m=m: stream(m))
-             for m in ('kernel', 'drop')}
+        c = median_alternating(args.rounds, {
+            m: lambda m=m: stream(m) for m in ('kernel', 'drop')})
         for mode in ('kernel', 'drop'):
             print('   %-9s %8.0f MB/s   resident after the read %5.1f%%' %
                   (mode, c[mode][0], 100 * c[mode][1]))
