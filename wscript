@@ -17,11 +17,25 @@ out = 'build'
 
 CORE_SOURCES = [
     'modules/wcache.c',
+    'modules/wcache_buf.c',
     'modules/config.c',
     'modules/stats.c',
     'modules/readahead.c',
     'modules/dio.c',
     'modules/dio_probe.c',
+    'modules/dio_io.c',
+]
+
+# the Samba side of the module, one file per concern (vfs_iotune.h)
+MODULE_SOURCES = [
+    'modules/vfs_iotune.c',
+    'modules/vfs_iotune_io.c',
+    'modules/vfs_iotune_wcache.c',
+    'modules/vfs_iotune_offload.c',
+    'modules/vfs_iotune_dio.c',
+    'modules/vfs_iotune_ra.c',
+    'modules/vfs_iotune_stats.c',
+    'modules/vfs_iotune_smbd.c',
 ]
 
 # unit test name -> extra link flags (syscall and libc fakes)
@@ -110,7 +124,7 @@ def build(bld):
     libdir = bld.env.MODULESDIR
     module_env = bld.env.derive()
     module_env.cshlib_PATTERN = '%s.so'
-    bld(features='c cshlib', source='modules/vfs_iotune.c',
+    bld(features='c cshlib', source=MODULE_SOURCES,
         target='iotune', env=module_env,
         use='iotune_core TALLOC TEVENT TDB',
         includes=['include'] + samba_includes(bld),

@@ -467,8 +467,12 @@ int iotune_config_load(struct iotune_config *config,
 
 	for (i = 0; i < NUM_OPTION_SPECS; i++) {
 		const struct option_spec *spec = &option_specs[i];
-		const char *text = lookup(private_data, spec->name);
+		const char *text = NULL;
 		int ret;
+
+		if (lookup != NULL) {
+			text = lookup(private_data, spec->name);
+		}
 
 		if (text == NULL) {
 			ret = store_option(spec, spec->default_text, config);

@@ -1,5 +1,8 @@
 /*
- * iotune - per-file write cache (pure core, no Samba)
+ * iotune - per-file write cache: the queue of operations, flushes,
+ * errors, the lost right to cache and space reservation (pure core, no
+ * Samba).  Buffers, extents and reads are in wcache_buf.c; the rules are
+ * summed up in include/iotune/wcache.h and explained in docs/design.md.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -21,13 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iotune/wcache.h"
+#include "wcache_buf.h"
 
 /* consecutive EINTR/EAGAIN results before a flush piece counts as failed */
-#define IOTUNE_WC_MAX_RETRIES 16
+#define WC_MAX_EINTR 16
 
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
+/* a failed flush is tried again after this, doubling up to the maximum */
+#define WC_RETRY_MIN_MS 100
+#define WC_RETRY_MAX_MS 10000
+
+/* at most one log line per cache in this time; the rest are counted */
+#define WC_LOG_INTERVAL_MS 10000
+
+/* reservations are made in whole blocks of this size */
+#define WC_RESERVE_ALIGN 4096
 
 static const char *flush_reason_names[IOTUNE_FLUSH_REASONS] = {
 	[IOTUNE_FLUSH_FULL] = "full",
@@ -42,6 +52,8 @@ static const char *flush_reason_names[IOTUNE_FLUSH_REASONS] = {
 	[IOTUNE_FLUSH_DISCONNECT] = "disconnect",
 	[IOTUNE_FLUSH_BREAK] = "break",
 	[IOTUNE_FLUSH_SYNC_IO] = "sync_io",
+	[IOTUNE_FLUSH_TIMES] = "times",
+	[IOTUNE_FLUSH_RETRY] = "retry",
 };
 
 const char *iotune_flush_reason_name(enum iotune_flush_reason reason)
@@ -64,117 +76,85 @@ unsigned iotune_flush_size_bucket(uint64_t bytes)
 	return b;
 }
 
-/* extents: sorted by offset, disjoint and never adjacent */
-
-static uint64_t ext_end(const struct iotune_extent *e)
+void iotune_wc_count_uncached(struct iotune_wc_stats *stats)
 {
-	return e->off + e->len;
+	if (stats != NULL) {
+		stats->writes_total++;
+		stats->writes_bypassed++;
+	}
 }
 
-static uint64_t buffer_end(const struct iotune_wc_buffer *b)
+/* lists of ops: doubly linked, appended at the tail (they are short) */
+
+static void op_append(struct iotune_wc_op **list, struct iotune_wc_op *op)
 {
-	if (b->n_ext == 0) {
-		return 0;
+	struct iotune_wc_op *last = *list;
+
+	op->next = NULL;
+	if (last == NULL) {
+		op->prev = NULL;
+		*list = op;
+		return;
 	}
-	return ext_end(&b->ext[b->n_ext - 1]);
+	while (last->next != NULL) {
+		last = last->next;
+	}
+	last->next = op;
+	op->prev = last;
 }
 
-static bool ranges_overlap(uint64_t a_off, uint64_t a_end,
-			   uint64_t b_off, uint64_t b_end)
+static void op_remove(struct iotune_wc_op **list, struct iotune_wc_op *op)
 {
-	return a_off < b_end && b_off < a_end;
+	if (op->prev != NULL) {
+		op->prev->next = op->next;
+	} else {
+		*list = op->next;
+	}
+	if (op->next != NULL) {
+		op->next->prev = op->prev;
+	}
+	op->prev = op->next = NULL;
 }
 
-static bool buffer_overlaps(const struct iotune_wc_buffer *b,
-			    uint64_t off, uint64_t end)
+/* op leaves the queue to be written to disk by the caller */
+static void op_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
+		       struct iotune_wc_action *act)
 {
-	size_t i;
-
-	for (i = 0; i < b->n_ext; i++) {
-		if (ranges_overlap(off, end, b->ext[i].off, ext_end(&b->ext[i]))) {
-			return true;
-		}
-	}
-	return false;
+	op_remove(&c->queue, op);
+	op->state = IOTUNE_WC_OP_TO_DISK;
+	op_append(&c->to_disk, op);
+	act->to_disk = true;
 }
 
-/* the extent containing pos, or NULL */
-static const struct iotune_extent *buffer_find(const struct iotune_wc_buffer *b,
-					       uint64_t pos)
+static void op_complete(struct iotune_wcache *c, struct iotune_wc_op *op,
+			ssize_t ret, int err, struct iotune_wc_action *act)
 {
-	size_t i;
-
-	for (i = 0; i < b->n_ext; i++) {
-		if (pos >= b->ext[i].off && pos < ext_end(&b->ext[i])) {
-			return &b->ext[i];
-		}
-	}
-	return NULL;
-}
-
-/* Adds [off, off+len), merging overlapping and adjacent extents. */
-static int buffer_insert(struct iotune_wc_buffer *b, uint64_t off,
-			 uint64_t len)
-{
-	uint64_t end = off + len;
-	size_t i = 0;
-	size_t j;
-	size_t n_new;
-
-	while (i < b->n_ext && ext_end(&b->ext[i]) < off) {
-		i++;
-	}
-	for (j = i; j < b->n_ext && b->ext[j].off <= end; j++) {
-		off = MIN(off, b->ext[j].off);
-		end = MAX(end, ext_end(&b->ext[j]));
-	}
-	n_new = b->n_ext - (j - i) + 1;
-	if (n_new > IOTUNE_WC_MAX_EXTENTS) {
-		return -1;
-	}
-	memmove(&b->ext[i + 1], &b->ext[j],
-		(b->n_ext - j) * sizeof(b->ext[0]));
-	b->ext[i] = (struct iotune_extent) { .off = off, .len = end - off };
-	b->n_ext = n_new;
-	return 0;
-}
-
-/* Copies the parts of b inside [off, off+n) into buf (which is at off). */
-static bool buffer_overlay(const struct iotune_wc_buffer *b, uint64_t off,
-			   uint8_t *buf, size_t n)
-{
-	uint64_t end = off + n;
-	bool any = false;
-	size_t i;
-
-	for (i = 0; i < b->n_ext; i++) {
-		uint64_t lo = MAX(off, b->ext[i].off);
-		uint64_t hi = MIN(end, ext_end(&b->ext[i]));
-
-		if (lo >= hi) {
-			continue;
-		}
-		memcpy(buf + (lo - off), b->data + (lo - b->base), hi - lo);
-		any = true;
-	}
-	return any;
+	op_remove(&c->queue, op);
+	op->ret = ret;
+	op->err = ret < 0 ? err : 0;
+	op->state = IOTUNE_WC_OP_DONE;
+	op_append(&c->done, op);
+	act->done = true;
 }
 
 int iotune_wc_init(struct iotune_wcache *c,
-		   uint64_t capacity,
-		   uint64_t timeout_ms,
+		   const struct iotune_wc_params *params,
 		   uint64_t disk_size,
+		   const struct iotune_wc_io_ops *io,
 		   struct iotune_wc_stats *stats)
 {
-	if (capacity == 0 || stats == NULL) {
+	if (params->capacity == 0 || io == NULL) {
 		return EINVAL;
 	}
 	*c = (struct iotune_wcache) {
-		.capacity = capacity,
-		.timeout_ms = timeout_ms,
+		.p = *params,
 		.disk_size = disk_size,
+		.io = io,
 		.stats = stats,
 	};
+	if (c->p.bypass_size == 0 || c->p.bypass_size > c->p.capacity) {
+		c->p.bypass_size = c->p.capacity;
+	}
 	return 0;
 }
 
@@ -208,21 +188,247 @@ bool iotune_wc_flush_in_flight(const struct iotune_wcache *c)
 	return c->flush_in_flight;
 }
 
-static bool bypass_overlaps(const struct iotune_wcache *c, uint64_t off,
-			    uint64_t end)
+bool iotune_wc_idle(const struct iotune_wcache *c)
 {
-	return c->bypass_in_flight > 0 &&
-	       ranges_overlap(off, end, c->bypass_lo, c->bypass_hi);
+	return !iotune_wc_is_dirty(c) && !c->flush_in_flight &&
+	       c->queue == NULL && c->to_disk == NULL && c->on_disk == NULL &&
+	       c->done == NULL && c->error == 0;
 }
 
-static bool active_full(const struct iotune_wcache *c)
+void iotune_wc_set_disk_size(struct iotune_wcache *c, uint64_t size)
 {
-	return c->active.n_ext == 1 &&
-	       c->active.ext[0].off == c->active.base &&
-	       c->active.ext[0].len == c->capacity;
+	c->disk_size = size;
+	/* blocks past a new end of file are gone, or inside the file now */
+	c->reserved_end = 0;
 }
 
-/* A window for a first write: aligned to its size, to 4K, or at off. */
+void iotune_wc_note_disk_write(struct iotune_wcache *c,
+			       uint64_t off,
+			       ssize_t written)
+{
+	if (written > 0) {
+		c->disk_size = MAX(c->disk_size, off + (uint64_t)written);
+	}
+}
+
+static bool list_overlaps(const struct iotune_wc_op *op, uint64_t off,
+			  uint64_t end)
+{
+	for (; op != NULL; op = op->next) {
+		if (op->off < end && off < op->off + op->n) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* a disk write sent (or about to be sent) that overlaps [off, end) */
+static bool on_disk_overlaps(const struct iotune_wcache *c, uint64_t off,
+			     uint64_t end)
+{
+	return list_overlaps(c->on_disk, off, end) ||
+	       list_overlaps(c->to_disk, off, end);
+}
+
+static bool dirty_overlaps(const struct iotune_wcache *c, uint64_t off,
+			   uint64_t end)
+{
+	return iotune_wc_buf_overlaps(&c->active, off, end) ||
+	       iotune_wc_buf_overlaps(&c->flushing, off, end);
+}
+
+/* The piece of the flush in flight to write next; false when done. */
+static bool next_piece(struct iotune_wcache *c, uint64_t *off,
+		       const uint8_t **buf, size_t *len)
+{
+	while (c->flush_idx < c->flushing.n_ext) {
+		const struct iotune_extent *e = &c->flushing.ext[c->flush_idx];
+
+		if (c->flush_pos < e->len) {
+			*off = e->off + c->flush_pos;
+			*buf = c->flushing.data + (*off - c->flushing.base);
+			*len = e->len - c->flush_pos;
+			return true;
+		}
+		c->flush_idx++;
+		c->flush_pos = 0;
+	}
+	return false;
+}
+
+/* Puts the next piece into act, or ends a flush that wrote everything. */
+static bool issue_piece(struct iotune_wcache *c, struct iotune_wc_action *act)
+{
+	if (next_piece(c, &act->flush_off, &act->flush_buf, &act->flush_len)) {
+		act->flush_io = true;
+		return true;
+	}
+	c->flush_in_flight = false;
+	c->flushing.n_ext = 0;
+	c->flush_idx = 0;
+	c->flush_pos = 0;
+	c->backoff_ms = 0;
+	if (c->spare == NULL) {
+		c->spare = c->flushing.data;
+	} else {
+		free(c->flushing.data);
+	}
+	c->flushing.data = NULL;
+	return false;
+}
+
+static void move_active_to_flushing(struct iotune_wcache *c)
+{
+	uint8_t *free_data = c->flushing.data;
+
+	c->flushing = c->active;
+	c->active.n_ext = 0;
+	c->active.base = 0;
+	c->window = false;
+	c->active.data = free_data;
+	c->dirty_since_ms = 0;
+	c->flush_idx = 0;
+	c->flush_pos = 0;
+}
+
+/*
+ * Starts a flush: of the remains of a failed flush when there are any
+ * (they go first), else of the whole active buffer.
+ */
+static bool begin_flush(struct iotune_wcache *c,
+			enum iotune_flush_reason reason,
+			struct iotune_wc_action *act)
+{
+	if (c->flush_in_flight) {
+		return false;
+	}
+	if (c->failed) {
+		c->failed = false;
+		reason = IOTUNE_FLUSH_RETRY;
+	} else if (c->active.n_ext > 0) {
+		move_active_to_flushing(c);
+	} else {
+		return false;
+	}
+	c->flush_in_flight = true;
+	c->flush_reason = reason;
+	c->flush_retries = 0;
+	WC_COUNT(c, flushes[reason], 1);
+	return issue_piece(c, act);
+}
+
+static uint64_t drop_flushing(struct iotune_wcache *c)
+{
+	uint64_t bytes = iotune_wc_buf_bytes(&c->flushing);
+
+	if (c->flush_idx < c->flushing.n_ext) {
+		bytes -= c->flush_pos;
+	}
+	/* what was written already stays counted as written */
+	c->flushing.n_ext = 0;
+	c->flush_idx = 0;
+	c->flush_pos = 0;
+	c->failed = false;
+	WC_COUNT(c, bytes_dropped, bytes);
+	return bytes;
+}
+
+static uint64_t drop_active(struct iotune_wcache *c)
+{
+	uint64_t bytes = iotune_wc_buf_bytes(&c->active);
+
+	c->active.n_ext = 0;
+	c->window = false;
+	c->dirty_since_ms = 0;
+	WC_COUNT(c, bytes_dropped, bytes);
+	return bytes;
+}
+
+/* Records a flush error for the next caller and the log, rate-limited. */
+static void note_error(struct iotune_wcache *c, int err, uint64_t now_ms,
+		       struct iotune_wc_action *act)
+{
+	if (c->error == 0) {
+		c->error = err;
+	}
+	c->last_err = err;
+	WC_COUNT(c, flush_errors, 1);
+	if (now_ms >= c->log_next_ms) {
+		act->log_err = err;
+		act->log_repeats = c->log_repeats;
+		c->log_repeats = 0;
+		c->log_next_ms = now_ms + WC_LOG_INTERVAL_MS;
+	} else {
+		c->log_repeats++;
+	}
+}
+
+enum piece_result { PIECE_MORE, PIECE_FLUSHED, PIECE_FAILED };
+
+/*
+ * The piece in flight failed with err.  While the cache may cache, the
+ * flush stops and keeps its data for a retry.  Once the right is lost,
+ * the failed extent is dropped (another opener may have written there
+ * since) and the flush goes on with the next one.
+ */
+static enum piece_result piece_failed(struct iotune_wcache *c, int err,
+				      uint64_t now_ms,
+				      struct iotune_wc_action *act)
+{
+	note_error(c, err, now_ms, act);
+	c->flush_retries = 0;
+	if (c->lost) {
+		uint64_t bytes = c->flushing.ext[c->flush_idx].len -
+				 c->flush_pos;
+
+		WC_COUNT(c, bytes_dropped, bytes);
+		act->dropped += bytes;
+		act->drop_err = err;
+		c->flush_idx++;
+		c->flush_pos = 0;
+		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
+	}
+	c->flush_in_flight = false;
+	c->failed = true;
+	c->backoff_ms = c->backoff_ms == 0 ? WC_RETRY_MIN_MS :
+			MIN(c->backoff_ms * 2, WC_RETRY_MAX_MS);
+	c->retry_at_ms = now_ms + c->backoff_ms;
+	return PIECE_FAILED;
+}
+
+/* Takes the result of the piece in flight; act gets the next one. */
+static enum piece_result piece_result(struct iotune_wcache *c, ssize_t ret,
+				      int err, uint64_t now_ms,
+				      struct iotune_wc_action *act)
+{
+	const struct iotune_extent *e = &c->flushing.ext[c->flush_idx];
+
+	if (ret > 0) {
+		uint64_t want = e->len - c->flush_pos;
+		uint64_t got = MIN((uint64_t)ret, want);
+
+		WC_COUNT(c, flush_writes, 1);
+		WC_COUNT(c, flush_bytes, got);
+		WC_COUNT(c, flush_size[iotune_flush_size_bucket(got)], 1);
+		WC_COUNT(c, flush_short_writes, got < want ? 1 : 0);
+		c->flush_pos += got;
+		c->disk_size = MAX(c->disk_size, e->off + c->flush_pos);
+		c->flush_retries = 0;
+		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
+	}
+	if (ret < 0 && (err == EINTR || err == EAGAIN) &&
+	    c->flush_retries < WC_MAX_EINTR) {
+		c->flush_retries++;
+		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
+	}
+	return piece_failed(c, ret == 0 || err == 0 ? EIO : err, now_ms, act);
+}
+
+/*
+ * Places a window for a write of [off, end) into the empty active buffer
+ * and reserves its disk space.  Returns 0, ENOMEM, ENOSPC (no room: write
+ * it through) or EOPNOTSUPP (the file system cannot reserve).
+ */
 static uint64_t choose_base(uint64_t capacity, uint64_t off, uint64_t end)
 {
 	uint64_t base = off - off % capacity;
@@ -237,514 +443,429 @@ static uint64_t choose_base(uint64_t capacity, uint64_t off, uint64_t end)
 	return off;
 }
 
-static bool ensure_active_buffer(struct iotune_wcache *c)
+static int reserve_window(struct iotune_wcache *c, uint64_t base)
 {
-	if (c->active.data != NULL) {
-		return true;
+	uint64_t eof = c->disk_size + WC_RESERVE_ALIGN - 1;
+	uint64_t lo = base & ~(uint64_t)(WC_RESERVE_ALIGN - 1);
+	uint64_t hi = base + c->p.capacity;
+	int ret;
+
+	eof &= ~(uint64_t)(WC_RESERVE_ALIGN - 1);
+	if (!c->p.sparse) {
+		/* a file without holes has its blocks up to the end of file */
+		lo = MAX(lo, eof);
 	}
-	if (c->spare != NULL) {
-		c->active.data = c->spare;
-		c->spare = NULL;
-		return true;
+	if (c->io->reserve == NULL || c->no_reserve || lo >= hi) {
+		return 0;
 	}
-	c->active.data = malloc(c->capacity);
-	return c->active.data != NULL;
+	WC_COUNT(c, reserve_calls, 1);
+	ret = c->io->reserve(c->io->private_data, lo, hi - lo);
+	if (ret == ENOSPC || ret == EDQUOT) {
+		WC_COUNT(c, reserve_full, 1);
+		return ENOSPC;
+	}
+	if (ret != 0) {
+		c->no_reserve = true;
+		return EOPNOTSUPP;
+	}
+	c->reserved_end = MAX(c->reserved_end, hi);
+	return 0;
 }
 
-enum iotune_wc_verdict iotune_wc_write(struct iotune_wcache *c,
-				       uint64_t off,
-				       const void *data,
-				       size_t n,
-				       uint64_t now_ms,
-				       enum iotune_flush_reason *reason,
-				       int *err)
+static int place_window(struct iotune_wcache *c, uint64_t off, uint64_t end)
 {
-	uint64_t end = off + n;
+	uint64_t base = choose_base(c->p.capacity, off, end);
+	int ret;
 
-	if (c->error != 0) {
-		*err = iotune_wc_take_error(c);
-		c->stats->writes_total++;
-		return IOTUNE_WC_ERROR;
-	}
-	if (end < off) {
-		/* let the file system report the bad offset */
-		c->stats->writes_total++;
-		c->stats->writes_bypassed++;
-		return IOTUNE_WC_BYPASS;
-	}
-	if (n > c->capacity) {
-		if (buffer_overlaps(&c->active, off, end) ||
-		    buffer_overlaps(&c->flushing, off, end)) {
-			*reason = IOTUNE_FLUSH_BYPASS;
-			return IOTUNE_WC_FLUSH_FIRST;
+	if (c->active.data == NULL) {
+		c->active.data = c->spare != NULL ? c->spare :
+				 malloc(c->p.capacity);
+		c->spare = NULL;
+		if (c->active.data == NULL) {
+			return ENOMEM;
 		}
-		c->stats->writes_total++;
-		c->stats->writes_bypassed++;
-		return IOTUNE_WC_BYPASS;
 	}
-	if (bypass_overlaps(c, off, end)) {
-		/* its flush must not overtake the disk write in flight */
-		*reason = IOTUNE_FLUSH_BYPASS;
-		return IOTUNE_WC_FLUSH_FIRST;
+	ret = reserve_window(c, base);
+	if (ret != 0) {
+		return ret;
 	}
-	if (c->active.n_ext == 0) {
-		if (!ensure_active_buffer(c)) {
-			*err = ENOMEM;
-			c->stats->writes_total++;
-			return IOTUNE_WC_ERROR;
-		}
-		c->active.base = choose_base(c->capacity, off, end);
-	} else if (off < c->active.base ||
-		   end > c->active.base + c->capacity) {
-		*reason = IOTUNE_FLUSH_NONCONTIG;
-		return IOTUNE_WC_FLUSH_FIRST;
+	c->active.base = base;
+	c->window = true;
+	return 0;
+}
+
+static bool active_full(const struct iotune_wcache *c)
+{
+	return c->active.n_ext == 1 &&
+	       c->active.ext[0].off == c->active.base &&
+	       c->active.ext[0].len == c->p.capacity;
+}
+
+/*
+ * Copies a write into the active window; false when there is no window
+ * (placed by place_window() for the first write) or it does not fit.
+ */
+static bool absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
+		   uint64_t now_ms)
+{
+	uint64_t end = op->off + op->n;
+
+	if (!c->window || op->off < c->active.base ||
+	    end > c->active.base + c->p.capacity ||
+	    iotune_wc_buf_insert(&c->active, op->off, op->n) != 0) {
+		return false;
 	}
-	if (n == 0) {
-		c->stats->writes_total++;
-		c->stats->writes_cached++;
-		return IOTUNE_WC_ABSORBED;
-	}
-	if (buffer_insert(&c->active, off, n) != 0) {
-		*reason = IOTUNE_FLUSH_NONCONTIG;
-		return IOTUNE_WC_FLUSH_FIRST;
-	}
-	memcpy(c->active.data + (off - c->active.base), data, n);
+	memcpy(c->active.data + (op->off - c->active.base), op->data, op->n);
 	if (c->dirty_since_ms == 0) {
 		c->dirty_since_ms = now_ms != 0 ? now_ms : 1;
 	}
-	c->stats->writes_total++;
-	c->stats->writes_cached++;
-	c->stats->bytes_absorbed += n;
-	return IOTUNE_WC_ABSORBED;
-}
-
-void iotune_wc_bypass_start(struct iotune_wcache *c, uint64_t off, size_t n)
-{
-	uint64_t end = off + n;
-
-	if (c->bypass_in_flight == 0) {
-		c->bypass_lo = off;
-		c->bypass_hi = end;
-	} else {
-		c->bypass_lo = MIN(c->bypass_lo, off);
-		c->bypass_hi = MAX(c->bypass_hi, end);
-	}
-	c->bypass_in_flight++;
-}
-
-void iotune_wc_note_disk_write(struct iotune_wcache *c,
-			       uint64_t off,
-			       ssize_t written)
-{
-	if (written > 0) {
-		c->disk_size = MAX(c->disk_size, off + (uint64_t)written);
-	}
-}
-
-void iotune_wc_bypass_done(struct iotune_wcache *c,
-			   uint64_t off,
-			   size_t n,
-			   ssize_t written)
-{
-	if (c->bypass_in_flight > 0) {
-		c->bypass_in_flight--;
-	}
-	if (c->bypass_in_flight == 0) {
-		c->bypass_lo = 0;
-		c->bypass_hi = 0;
-	}
-	iotune_wc_note_disk_write(c, off, written);
-}
-
-bool iotune_wc_wants_flush(const struct iotune_wcache *c,
-			   uint64_t now_ms,
-			   enum iotune_flush_reason *reason)
-{
-	uint64_t deadline;
-
-	if (c->flush_in_flight) {
-		return false;
-	}
-	if (active_full(c)) {
-		*reason = IOTUNE_FLUSH_FULL;
-		return true;
-	}
-	deadline = iotune_wc_deadline(c);
-	if (deadline != 0 && now_ms >= deadline) {
-		*reason = IOTUNE_FLUSH_TIMEOUT;
-		return true;
-	}
-	return false;
-}
-
-uint64_t iotune_wc_deadline(const struct iotune_wcache *c)
-{
-	uint64_t since = c->dirty_since_ms;
-
-	if (c->flushing.n_ext > 0 && !c->flush_in_flight &&
-	    (since == 0 || c->failed_at_ms < since)) {
-		since = c->failed_at_ms;
-	}
-	if (since == 0) {
-		return 0;
-	}
-	return since + c->timeout_ms;
-}
-
-static void move_active_to_flushing(struct iotune_wcache *c)
-{
-	uint8_t *free_data = c->flushing.data;
-
-	c->flushing = c->active;
-	c->active.n_ext = 0;
-	c->active.base = 0;
-	c->active.data = free_data != NULL ? free_data : c->spare;
-	if (c->active.data == c->spare) {
-		c->spare = NULL;
-	}
-	c->flush_idx = 0;
-	c->flush_pos = 0;
-}
-
-bool iotune_wc_flush_begin(struct iotune_wcache *c,
-			   enum iotune_flush_reason reason,
-			   bool force)
-{
-	const struct iotune_wc_buffer *b = NULL;
-
-	if (c->flush_in_flight) {
-		return false;
-	}
-	if (c->flushing.n_ext == 0) {
-		b = &c->active;
-	} else {
-		b = &c->flushing;	/* the remains of a failed flush */
-	}
-	if (b->n_ext == 0) {
-		return false;
-	}
-	if (!force && bypass_overlaps(c, b->ext[0].off, buffer_end(b))) {
-		return false;
-	}
-	if (b == &c->active) {
-		move_active_to_flushing(c);
-		c->dirty_since_ms = 0;
-	}
-	c->failed_at_ms = 0;
-	c->flush_in_flight = true;
-	c->stats->flushes[reason]++;
+	WC_COUNT(c, writes_cached, 1);
+	WC_COUNT(c, bytes_absorbed, op->n);
 	return true;
 }
 
-static void finish_flush(struct iotune_wcache *c)
+/*
+ * A write that goes to disk: once no older dirty data it overlaps is
+ * left, so that the older data can never land over it.
+ */
+static bool step_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
+			 enum iotune_flush_reason reason,
+			 struct iotune_wc_action *act)
 {
-	c->flush_in_flight = false;
-	c->flushing.n_ext = 0;
-	c->flush_idx = 0;
-	c->flush_pos = 0;
-	if (c->spare == NULL) {
-		c->spare = c->flushing.data;
-	} else {
-		free(c->flushing.data);
-	}
-	c->flushing.data = NULL;
-}
+	uint64_t end = op->off + op->n;
 
-bool iotune_wc_flush_next(struct iotune_wcache *c,
-			  uint64_t *off,
-			  const uint8_t **buf,
-			  size_t *len)
-{
-	if (!c->flush_in_flight) {
+	if (end >= op->off && dirty_overlaps(c, op->off, end)) {
+		begin_flush(c, reason, act);
 		return false;
 	}
-	while (c->flush_idx < c->flushing.n_ext) {
-		const struct iotune_extent *e = &c->flushing.ext[c->flush_idx];
-
-		if (c->flush_pos < e->len) {
-			*off = e->off + c->flush_pos;
-			*buf = c->flushing.data + (*off - c->flushing.base);
-			*len = e->len - c->flush_pos;
-			return true;
-		}
-		c->flush_idx++;
-		c->flush_pos = 0;
-	}
-	finish_flush(c);
-	return false;
+	WC_COUNT(c, writes_bypassed, 1);
+	op_to_disk(c, op, act);
+	return true;
 }
 
-void iotune_wc_flush_result(struct iotune_wcache *c,
-			    ssize_t ret,
-			    int err,
-			    uint64_t now_ms)
+/* A small write while the cache may cache: absorb it, or wait. */
+static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
+			uint64_t now_ms, struct iotune_wc_action *act)
 {
-	const struct iotune_extent *e = NULL;
-	struct iotune_wc_stats *st = c->stats;
+	int ret;
 
-	if (!c->flush_in_flight || c->flush_idx >= c->flushing.n_ext) {
-		return;
+	if (on_disk_overlaps(c, op->off, op->off + op->n)) {
+		return false;	/* disk_done() runs the queue again */
 	}
-	e = &c->flushing.ext[c->flush_idx];
-	if (ret > 0) {
-		uint64_t want = e->len - c->flush_pos;
-		uint64_t got = MIN((uint64_t)ret, want);
-
-		st->flush_writes++;
-		st->flush_bytes += got;
-		st->flush_size[iotune_flush_size_bucket(got)]++;
-		if (got < want) {
-			st->flush_short_writes++;
+	while (!absorb(c, op, now_ms)) {
+		if (c->active.n_ext > 0) {
+			/* outside the window, or too many extents */
+			if (!begin_flush(c, IOTUNE_FLUSH_NONCONTIG, act)) {
+				return false;	/* behind the flush */
+			}
+			continue;
 		}
-		c->flush_pos += got;
-		c->disk_size = MAX(c->disk_size, e->off + c->flush_pos);
-		c->flush_retries = 0;
+		ret = place_window(c, op->off, op->off + op->n);
+		if (ret == ENOMEM) {
+			op_complete(c, op, -1, ENOMEM, act);
+			return true;
+		}
+		if (ret == EOPNOTSUPP) {
+			act->cannot_reserve = true;
+		}
+		if (ret != 0) {
+			return step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act);
+		}
+	}
+	if (active_full(c)) {
+		begin_flush(c, IOTUNE_FLUSH_FULL, act);
+	}
+	op_complete(c, op, (ssize_t)op->n, 0, act);
+	return true;
+}
+
+static bool step_write(struct iotune_wcache *c, struct iotune_wc_op *op,
+		       uint64_t now_ms, struct iotune_wc_action *act)
+{
+	if (c->error != 0) {
+		WC_COUNT(c, writes_failed, 1);
+		op_complete(c, op, -1, iotune_wc_take_error(c), act);
+		return true;
+	}
+	if (!op->may_cache) {
+		c->lost = true;
+	}
+	if (c->failed) {
+		/* the remains of a failed flush go first: retry them now */
+		begin_flush(c, IOTUNE_FLUSH_RETRY, act);
+		return false;
+	}
+	if (op->n == 0) {
+		WC_COUNT(c, writes_cached, 1);
+		op_complete(c, op, 0, 0, act);
+		return true;
+	}
+	if (c->lost || c->no_reserve || op->off + op->n < op->off ||
+	    op->n >= c->p.bypass_size) {
+		return step_to_disk(c, op, c->lost ? IOTUNE_FLUSH_BREAK :
+					       IOTUNE_FLUSH_BYPASS, act);
+	}
+	return step_absorb(c, op, now_ms, act);
+}
+
+static bool step_barrier(struct iotune_wcache *c, struct iotune_wc_op *op,
+			 struct iotune_wc_action *act)
+{
+	if (c->error != 0) {
+		op_complete(c, op, -1, iotune_wc_take_error(c), act);
+		return true;
+	}
+	if (iotune_wc_is_dirty(c) || c->flush_in_flight) {
+		begin_flush(c, op->reason, act);
+		return false;
+	}
+	op_complete(c, op, 0, 0, act);
+	return true;
+}
+
+static uint64_t next_tick(const struct iotune_wcache *c)
+{
+	if (c->flush_in_flight) {
+		return 0;	/* flush_done() decides again */
+	}
+	if (c->failed) {
+		return c->retry_at_ms;
+	}
+	if (c->dirty_since_ms != 0) {
+		return c->dirty_since_ms + c->p.timeout_ms;
+	}
+	return 0;
+}
+
+/* Starts a flush whose time has come: a timeout, or a retry. */
+static void flush_if_due(struct iotune_wcache *c, uint64_t now_ms,
+			 struct iotune_wc_action *act)
+{
+	if (c->flush_in_flight) {
 		return;
 	}
-	if (ret < 0 && (err == EINTR || err == EAGAIN) &&
-	    c->flush_retries < IOTUNE_WC_MAX_RETRIES) {
-		c->flush_retries++;
+	if (c->failed && now_ms >= c->retry_at_ms) {
+		begin_flush(c, IOTUNE_FLUSH_RETRY, act);
+	} else if (!c->failed && c->dirty_since_ms != 0 &&
+		   now_ms >= c->dirty_since_ms + c->p.timeout_ms) {
+		begin_flush(c, IOTUNE_FLUSH_TIMEOUT, act);
+	}
+}
+
+/*
+ * Decides about the queued ops, in order, as far as it can; then starts
+ * a flush that is due and says when to come back.
+ */
+static void run(struct iotune_wcache *c, uint64_t now_ms,
+		struct iotune_wc_action *act)
+{
+	bool moved = true;
+
+	while (c->queue != NULL && moved) {
+		struct iotune_wc_op *op = c->queue;
+
+		if (op->kind == IOTUNE_WC_OP_WRITE) {
+			moved = step_write(c, op, now_ms, act);
+		} else {
+			moved = step_barrier(c, op, act);
+		}
+	}
+	flush_if_due(c, now_ms, act);
+	act->tick_ms = next_tick(c);
+}
+
+void iotune_wc_submit(struct iotune_wcache *c,
+		      struct iotune_wc_op *op,
+		      uint64_t now_ms,
+		      struct iotune_wc_action *act)
+{
+	*act = (struct iotune_wc_action) { 0 };
+	if (op->kind == IOTUNE_WC_OP_WRITE) {
+		WC_COUNT(c, writes_total, 1);
+	}
+	op->state = IOTUNE_WC_OP_QUEUED;
+	op->ret = 0;
+	op->err = 0;
+	op_append(&c->queue, op);
+	run(c, now_ms, act);
+}
+
+struct iotune_wc_op *iotune_wc_next_to_disk(struct iotune_wcache *c)
+{
+	struct iotune_wc_op *op = c->to_disk;
+
+	if (op != NULL) {
+		op_remove(&c->to_disk, op);
+		op->state = IOTUNE_WC_OP_ON_DISK;
+		op_append(&c->on_disk, op);
+	}
+	return op;
+}
+
+struct iotune_wc_op *iotune_wc_next_done(struct iotune_wcache *c)
+{
+	struct iotune_wc_op *op = c->done;
+
+	if (op != NULL) {
+		op_remove(&c->done, op);
+		op->state = IOTUNE_WC_OP_IDLE;
+	}
+	return op;
+}
+
+struct iotune_wc_op *iotune_wc_next_orphan(struct iotune_wcache *c)
+{
+	struct iotune_wc_op *op = c->on_disk;
+
+	if (op != NULL) {
+		op_remove(&c->on_disk, op);
+		op->state = IOTUNE_WC_OP_IDLE;
+	}
+	return op;
+}
+
+bool iotune_wc_take_done(struct iotune_wcache *c, struct iotune_wc_op *op)
+{
+	if (op->state != IOTUNE_WC_OP_DONE) {
+		return false;
+	}
+	op_remove(&c->done, op);
+	op->state = IOTUNE_WC_OP_IDLE;
+	return true;
+}
+
+void iotune_wc_disk_done(struct iotune_wcache *c,
+			 struct iotune_wc_op *op,
+			 ssize_t ret,
+			 int err,
+			 uint64_t now_ms,
+			 struct iotune_wc_action *act)
+{
+	*act = (struct iotune_wc_action) { 0 };
+	if (op->state == IOTUNE_WC_OP_ON_DISK) {
+		op_remove(&c->on_disk, op);
+		iotune_wc_note_disk_write(c, op->off, ret);
+		op->state = IOTUNE_WC_OP_IDLE;
+	}
+	op->ret = ret;
+	op->err = ret < 0 ? err : 0;
+	run(c, now_ms, act);
+}
+
+void iotune_wc_flush_done(struct iotune_wcache *c,
+			  ssize_t ret,
+			  int err,
+			  uint64_t now_ms,
+			  struct iotune_wc_action *act)
+{
+	*act = (struct iotune_wc_action) { 0 };
+	if (!c->flush_in_flight) {
 		return;
 	}
-	if (ret == 0 || err == 0) {
-		err = EIO;
+	if (piece_result(c, ret, err, now_ms, act) == PIECE_MORE) {
+		return;
 	}
-	/* keep the rest in flushing: retried by the next flush */
-	c->error = err;
-	c->flush_retries = 0;
-	c->flush_in_flight = false;
-	c->failed_at_ms = now_ms != 0 ? now_ms : 1;
-	st->flush_errors++;
+	if (active_full(c)) {
+		begin_flush(c, IOTUNE_FLUSH_FULL, act);
+	}
+	run(c, now_ms, act);
+}
+
+void iotune_wc_tick(struct iotune_wcache *c,
+		    uint64_t now_ms,
+		    struct iotune_wc_action *act)
+{
+	*act = (struct iotune_wc_action) { 0 };
+	run(c, now_ms, act);
+}
+
+void iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
+{
+	switch (op->state) {
+	case IOTUNE_WC_OP_QUEUED:
+		op_remove(&c->queue, op);
+		break;
+	case IOTUNE_WC_OP_TO_DISK:
+		op_remove(&c->to_disk, op);
+		break;
+	case IOTUNE_WC_OP_ON_DISK:
+		op_remove(&c->on_disk, op);
+		break;
+	case IOTUNE_WC_OP_DONE:
+		op_remove(&c->done, op);
+		break;
+	case IOTUNE_WC_OP_IDLE:
+		return;
+	}
+	op->state = IOTUNE_WC_OP_IDLE;
+}
+
+void iotune_wc_lose_right(struct iotune_wcache *c,
+			  uint64_t now_ms,
+			  struct iotune_wc_action *act)
+{
+	*act = (struct iotune_wc_action) { 0 };
+	c->lost = true;
+	if (c->failed) {
+		/* never retried once another opener may have written */
+		act->dropped += drop_flushing(c);
+		act->drop_err = c->last_err;
+	}
+	act->tick_ms = next_tick(c);
 }
 
 int iotune_wc_flush_sync(struct iotune_wcache *c,
 			 enum iotune_flush_reason reason,
-			 const struct iotune_wc_io_ops *ops,
-			 uint64_t now_ms)
+			 uint64_t now_ms,
+			 struct iotune_wc_action *act)
 {
-	uint64_t off;
-	const uint8_t *buf = NULL;
-	size_t len;
-
+	*act = (struct iotune_wc_action) { 0 };
 	if (c->flush_in_flight) {
 		return EBUSY;
 	}
-	while (iotune_wc_flush_begin(c, reason, true)) {
-		while (iotune_wc_flush_next(c, &off, &buf, &len)) {
+	c->last_err = 0;
+	while (begin_flush(c, reason, act)) {
+		enum piece_result r = PIECE_MORE;
+
+		while (r == PIECE_MORE) {
 			ssize_t ret;
 
 			errno = 0;
-			ret = ops->pwrite(ops->private_data, buf, len, off);
-			iotune_wc_flush_result(c, ret, ret < 0 ? errno : 0,
-					       now_ms);
-			if (!c->flush_in_flight) {
-				break;
-			}
+			ret = c->io->pwrite(c->io->private_data,
+					    act->flush_buf, act->flush_len,
+					    act->flush_off);
+			r = piece_result(c, ret, ret < 0 ? errno : 0, now_ms,
+					 act);
 		}
-		if (c->error != 0) {
-			break;
+		if (r == PIECE_FAILED) {
+			break;	/* kept: retried later */
 		}
 	}
-	return iotune_wc_take_error(c);
+	act->flush_io = false;
+	run(c, now_ms, act);
+	return c->last_err;
 }
 
-uint64_t iotune_wc_logical_size(const struct iotune_wcache *c)
+void iotune_wc_end(struct iotune_wcache *c,
+		   uint64_t *release_off,
+		   uint64_t *release_len,
+		   struct iotune_wc_action *act)
 {
-	uint64_t size = c->disk_size;
+	uint64_t eof = (c->disk_size + WC_RESERVE_ALIGN - 1) &
+		       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
 
-	size = MAX(size, buffer_end(&c->active));
-	size = MAX(size, buffer_end(&c->flushing));
-	return size;
-}
-
-void iotune_wc_set_disk_size(struct iotune_wcache *c, uint64_t size)
-{
-	c->disk_size = size;
-}
-
-static bool dirty_covers(const struct iotune_wcache *c, uint64_t off,
-			 uint64_t end)
-{
-	uint64_t pos = off;
-
-	while (pos < end) {
-		const struct iotune_extent *a = buffer_find(&c->active, pos);
-		const struct iotune_extent *f = buffer_find(&c->flushing, pos);
-		uint64_t next = 0;
-
-		if (a != NULL) {
-			next = ext_end(a);
-		}
-		if (f != NULL) {
-			next = MAX(next, ext_end(f));
-		}
-		if (next == 0) {
-			return false;
-		}
-		pos = next;
+	*act = (struct iotune_wc_action) { 0 };
+	act->drop_err = c->failed ? c->last_err : 0;
+	c->flush_in_flight = false;
+	act->dropped += drop_flushing(c) + drop_active(c);
+	while (c->queue != NULL) {
+		op_complete(c, c->queue, -1, EBADF, act);
 	}
-	return true;
-}
-
-bool iotune_wc_read_cached(struct iotune_wcache *c,
-			   uint64_t off,
-			   void *buf,
-			   size_t n,
-			   size_t *got)
-{
-	uint64_t size = iotune_wc_logical_size(c);
-	uint64_t end;
-
-	if (n == 0 || off >= size) {
-		return false;
+	*release_off = 0;
+	*release_len = 0;
+	if (!c->lost && c->reserved_end > eof) {
+		*release_off = eof;
+		*release_len = c->reserved_end - eof;
 	}
-	end = MIN(off + n, size);
-	if (end < off || !dirty_covers(c, off, end)) {
-		return false;
-	}
-	buffer_overlay(&c->flushing, off, buf, end - off);
-	buffer_overlay(&c->active, off, buf, end - off);
-	*got = end - off;
-	c->stats->read_hits_full++;
-	return true;
-}
-
-struct iotune_wc_piece {
-	uint64_t off;
-	uint64_t len;
-	uint8_t *data;
-};
-
-struct iotune_wc_snapshot {
-	size_t n;
-	uint64_t end;
-	struct iotune_wc_piece piece[];
-};
-
-static size_t count_pieces(const struct iotune_wc_buffer *b, uint64_t off,
-			   uint64_t end, uint64_t *bytes)
-{
-	size_t count = 0;
-	size_t i;
-
-	for (i = 0; i < b->n_ext; i++) {
-		uint64_t lo = MAX(off, b->ext[i].off);
-		uint64_t hi = MIN(end, ext_end(&b->ext[i]));
-
-		if (lo < hi) {
-			count++;
-			*bytes += hi - lo;
-		}
-	}
-	return count;
-}
-
-static void copy_pieces(const struct iotune_wc_buffer *b, uint64_t off,
-			uint64_t end, struct iotune_wc_snapshot *s,
-			uint8_t **data)
-{
-	size_t i;
-
-	for (i = 0; i < b->n_ext; i++) {
-		uint64_t lo = MAX(off, b->ext[i].off);
-		uint64_t hi = MIN(end, ext_end(&b->ext[i]));
-		struct iotune_wc_piece *p = NULL;
-
-		if (lo >= hi) {
-			continue;
-		}
-		p = &s->piece[s->n++];
-		p->off = lo;
-		p->len = hi - lo;
-		p->data = *data;
-		memcpy(p->data, b->data + (lo - b->base), p->len);
-		*data += p->len;
-		s->end = MAX(s->end, hi);
-	}
-}
-
-int iotune_wc_snapshot_take(const struct iotune_wcache *c,
-			    uint64_t off,
-			    size_t n,
-			    struct iotune_wc_snapshot **snap)
-{
-	struct iotune_wc_snapshot *s = NULL;
-	uint64_t end = off + n;
-	uint64_t bytes = 0;
-	size_t count;
-	uint8_t *data = NULL;
-
-	if (end < off) {
-		end = UINT64_MAX;
-	}
-	*snap = NULL;
-	count = count_pieces(&c->flushing, off, end, &bytes) +
-		count_pieces(&c->active, off, end, &bytes);
-	if (count == 0) {
-		return 0;
-	}
-	s = malloc(sizeof(*s) + count * sizeof(s->piece[0]) + bytes);
-	if (s == NULL) {
-		return ENOMEM;
-	}
-	s->n = 0;
-	s->end = 0;
-	data = (uint8_t *)&s->piece[count];
-	copy_pieces(&c->flushing, off, end, s, &data);
-	copy_pieces(&c->active, off, end, s, &data);
-	*snap = s;
-	return 0;
-}
-
-void iotune_wc_snapshot_free(struct iotune_wc_snapshot *s)
-{
-	free(s);
-}
-
-size_t iotune_wc_read_overlay(struct iotune_wcache *c,
-			      const struct iotune_wc_snapshot *snap,
-			      uint64_t off,
-			      void *buf,
-			      size_t n,
-			      size_t disk_got)
-{
-	uint8_t *out = buf;
-	uint64_t size = 0;
-	size_t valid = MIN(disk_got, n);
-	bool any = false;
-	size_t i;
-
-	if (c != NULL) {
-		size = iotune_wc_logical_size(c);
-	}
-	if (snap != NULL) {
-		size = MAX(size, snap->end);
-	}
-	if (size > off) {
-		size_t upto = (size_t)MIN((uint64_t)n, size - off);
-
-		if (upto > valid) {
-			memset(out + valid, 0, upto - valid);
-			valid = upto;
-		}
-	}
-	for (i = 0; snap != NULL && i < snap->n; i++) {
-		const struct iotune_wc_piece *p = &snap->piece[i];
-		uint64_t lo = MAX(off, p->off);
-		uint64_t hi = MIN(off + valid, p->off + p->len);
-
-		if (lo < hi) {
-			memcpy(out + (lo - off), p->data + (lo - p->off),
-			       hi - lo);
-			any = true;
-		}
-	}
-	if (c != NULL) {
-		any |= buffer_overlay(&c->flushing, off, out, valid);
-		any |= buffer_overlay(&c->active, off, out, valid);
-		if (any) {
-			c->stats->read_hits_overlay++;
-		}
-	}
-	return valid;
+	c->reserved_end = 0;
 }

@@ -98,7 +98,8 @@ typedef const char *(*iotune_option_lookup_fn)(void *private_data,
 					       const char *name);
 
 /*
- * Loads every option, defaults for the unset ones.  On an invalid value
+ * Loads every option, defaults for the unset ones (all of them when
+ * lookup is NULL).  On an invalid value
  * returns -EINVAL and writes one line for the admin into errbuf naming
  * the option, the bad value and what is accepted.
  */

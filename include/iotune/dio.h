@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct iotune_dio_align {
 	uint64_t offset;	/* file offset and length alignment */
@@ -80,5 +81,27 @@ void iotune_dio_plan_write(const struct iotune_dio_align *a,
 			   uint64_t len,
 			   uintptr_t buf,
 			   struct iotune_dio_write_plan *plan);
+
+/*
+ * One read or write executed on plain descriptors: the request's plan
+ * is made and carried out (aligned bounce buffer, buffered head and tail
+ * around a direct middle, short results).  Blocking: the adapter runs it
+ * in smbd's thread pool.
+ */
+struct iotune_dio_io {
+	int buffered_fd;
+	int direct_fd;
+	struct iotune_dio_align align;
+	bool is_write;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	ssize_t ret;		/* bytes done, or -1 with err */
+	int err;
+	bool split;		/* a write needed a buffered head or tail */
+	bool bounced;		/* an aligned bounce buffer was used */
+};
+
+void iotune_dio_io_run(struct iotune_dio_io *io);
 
 #endif /* IOTUNE_DIO_H */

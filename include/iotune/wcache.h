@@ -6,18 +6,36 @@
  *
  * One cache holds the dirty data of one file in a window of `capacity`
  * bytes: a buffer plus a sorted list of disjoint dirty extents.  The core
- * never does I/O itself.  It answers what to do with a write (absorb it,
- * let it bypass, or flush first), hands out the pieces a flush has to
- * write and takes their results, and overlays dirty data on what a read
- * got from disk.  See docs/design.md.
+ * makes every decision and never does asynchronous I/O itself; it works
+ * like the read-ahead core: one call in, one action out.
  *
- * At most one flush is in flight per cache.  A flush takes the whole
- * active buffer ("flushing"); new writes go to a fresh active buffer.
- * Reads overlay disk data with the flushing buffer and then the active
- * one, so data that was acknowledged to the client is never hidden while
- * it is on its way to disk.  A flush that fails keeps its unwritten
- * extents in the flushing buffer, records the error for the next caller
- * and is retried by the next flush: data is never dropped silently.
+ *   iotune_wc_submit()      a client write or a barrier (SMB2 FLUSH,
+ *                           server-side copy) arrives
+ *   iotune_wc_disk_done()   a write the core sent to disk has finished
+ *   iotune_wc_flush_done()  a flush piece has been written (or failed)
+ *   iotune_wc_tick()        the timer the last action asked for fired
+ *   iotune_wc_flush_sync()  a synchronous caller needs the data on disk
+ *
+ * Each fills a struct iotune_wc_action: a flush piece to write, ops to
+ * write to disk, ops that are complete, the time of the next tick, and
+ * what to log.  Operations wait in one FIFO per
+ * cache, so their order is kept.  Synchronous work the core needs done
+ * inline (reserving space, writing pieces for flush_sync) goes through
+ * struct iotune_wc_io_ops.  docs/design.md explains the rules; the unit
+ * tests (tests/unit/test_wcache.c) check them against a fake disk and a
+ * fake clock.
+ *
+ * Rules in short:
+ * - A write is absorbed only when its space is reserved on disk (io->
+ *   reserve, e.g. fallocate with KEEP_SIZE): what was acknowledged fits.
+ * - A flush that fails keeps its data and is retried with a backoff; its
+ *   error fails the next write, barrier or close.  While it is not
+ *   written, every new write first retries it, so a full disk fails
+ *   writes like a share without the cache, and nothing spins.
+ * - Once the right to cache is lost (iotune_wc_lose_right()), nothing
+ *   is absorbed; data that fails to be written then is dropped (another
+ *   opener may have written newer data) and the error is kept for the
+ *   next write, barrier or close.
  */
 
 #ifndef IOTUNE_WCACHE_H
@@ -41,6 +59,8 @@ enum iotune_flush_reason {
 	IOTUNE_FLUSH_DISCONNECT,
 	IOTUNE_FLUSH_BREAK,		/* oplock/lease lost or breaking */
 	IOTUNE_FLUSH_SYNC_IO,		/* sync pwrite / recvfile fallback */
+	IOTUNE_FLUSH_TIMES,		/* timestamps set (fntimes) */
+	IOTUNE_FLUSH_RETRY,		/* a failed flush tried again */
 	IOTUNE_FLUSH_REASONS
 };
 
@@ -64,9 +84,20 @@ struct iotune_wc_stats {
 	uint64_t read_hits_overlay;
 	uint64_t caches_active;
 	uint64_t caches_refused;
+	uint64_t reserve_calls;
+	uint64_t reserve_full;		/* no space: written through */
+	uint64_t writes_failed;		/* failed with a flush error */
+	uint64_t bytes_dropped;		/* could never be written */
 };
 
 unsigned iotune_flush_size_bucket(uint64_t bytes);
+
+/*
+ * Counts a write that has no cache at all (the handle may not cache, the
+ * cache limit is reached): the adapter calls this, so that every write
+ * is counted in one place.
+ */
+void iotune_wc_count_uncached(struct iotune_wc_stats *stats);
 
 struct iotune_extent {
 	uint64_t off;
@@ -83,116 +114,204 @@ struct iotune_wc_buffer {
 	struct iotune_extent ext[IOTUNE_WC_MAX_EXTENTS];
 };
 
+/* Synchronous work the core asks for inline; any member may be NULL. */
+struct iotune_wc_io_ops {
+	/* a flush piece, for iotune_wc_flush_sync(): bytes or -1/errno */
+	ssize_t (*pwrite)(void *private_data, const void *buf, size_t n,
+			  uint64_t off);
+	/*
+	 * Reserves disk space for [off, off + len) without changing the
+	 * file size: 0, or an errno.  ENOSPC/EDQUOT: that write goes to
+	 * disk uncached; any other errno: the file system cannot reserve,
+	 * and the cache writes everything through from then on.
+	 */
+	int (*reserve)(void *private_data, uint64_t off, uint64_t len);
+	void *private_data;
+};
+
+enum iotune_wc_op_kind {
+	IOTUNE_WC_OP_WRITE,	/* a client write */
+	IOTUNE_WC_OP_BARRIER,	/* done once older data is on disk */
+};
+
+enum iotune_wc_op_state {
+	IOTUNE_WC_OP_IDLE,	/* in no list of the cache */
+	IOTUNE_WC_OP_QUEUED,	/* waits in the cache's FIFO */
+	IOTUNE_WC_OP_TO_DISK,	/* to be written to disk by the caller */
+	IOTUNE_WC_OP_ON_DISK,	/* its disk write is in flight */
+	IOTUNE_WC_OP_DONE,	/* complete: ret / err, to be taken */
+};
+
+/* One client request, owned by the caller (part of its request state) */
+struct iotune_wc_op {
+	struct iotune_wc_op *prev, *next;	/* in one list of the cache */
+	enum iotune_wc_op_kind kind;
+	enum iotune_wc_op_state state;
+	bool may_cache;		/* its handle holds the right to cache */
+	uint64_t off;		/* write */
+	const void *data;
+	size_t n;
+	enum iotune_flush_reason reason;	/* barrier */
+	ssize_t ret;		/* DONE: bytes written (0 for a barrier) */
+	int err;		/* DONE with ret -1: the errno */
+	void *private_data;	/* the caller's */
+};
+
+struct iotune_wc_params {
+	uint64_t capacity;	/* the window */
+	uint64_t timeout_ms;	/* dirty data older than this is written */
+	uint64_t bypass_size;	/* writes of at least this go to disk */
+	bool sparse;		/* the file has holes: reserve inside it too */
+};
+
 struct iotune_wcache {
-	uint64_t capacity;
-	uint64_t timeout_ms;
+	struct iotune_wc_params p;
 	uint64_t disk_size;
 	struct iotune_wc_buffer active;
+	bool window;			/* active has its window placed */
 	struct iotune_wc_buffer flushing;
 	uint8_t *spare;			/* a free buffer, kept for reuse */
 	uint64_t dirty_since_ms;	/* 0: active is clean */
 	bool flush_in_flight;
+	enum iotune_flush_reason flush_reason;
 	size_t flush_idx;		/* extent of flushing being written */
 	uint64_t flush_pos;		/* bytes of it already written */
 	unsigned flush_retries;		/* EINTR/EAGAIN in a row */
-	uint64_t failed_at_ms;		/* last failed flush, for the retry */
+	bool failed;			/* flushing holds unwritten remains */
+	uint64_t retry_at_ms;		/* ... tried again then */
+	uint64_t backoff_ms;
 	int error;			/* not yet reported flush error */
-	uint64_t bypass_lo;		/* union of bypass writes in flight */
-	uint64_t bypass_hi;
-	unsigned bypass_in_flight;
-	struct iotune_wc_stats *stats;
+	int last_err;			/* the last flush error */
+	bool lost;			/* may no longer cache */
+	bool no_reserve;		/* the file system cannot reserve */
+	uint64_t reserved_end;		/* highest end reserved past EOF */
+	uint64_t log_next_ms;		/* rate limit of error lines */
+	unsigned log_repeats;
+	struct iotune_wc_op *queue;	/* QUEUED ops, oldest first */
+	struct iotune_wc_op *to_disk;	/* TO_DISK ops */
+	struct iotune_wc_op *on_disk;	/* ON_DISK ops */
+	struct iotune_wc_op *done;	/* DONE ops */
+	const struct iotune_wc_io_ops *io;
+	struct iotune_wc_stats *stats;	/* NULL: not counting */
+};
+
+/* What the caller must do after a call */
+struct iotune_wc_action {
+	bool flush_io;		/* write this piece, then flush_done() */
+	uint64_t flush_off;
+	const uint8_t *flush_buf;
+	size_t flush_len;
+	bool to_disk;		/* ops to take with iotune_wc_next_to_disk() */
+	bool done;		/* ops to take with iotune_wc_next_done() */
+	uint64_t tick_ms;	/* call iotune_wc_tick() then; 0: no need */
+	int log_err;		/* a flush failed with this errno: log it */
+	unsigned log_repeats;	/* ... failures not logged before it */
+	uint64_t dropped;	/* bytes dropped for good: log it */
+	int drop_err;		/* ... because of this errno (0: ended) */
+	bool cannot_reserve;	/* the file system refused a reservation */
 };
 
 int iotune_wc_init(struct iotune_wcache *c,
-		   uint64_t capacity,
-		   uint64_t timeout_ms,
+		   const struct iotune_wc_params *params,
 		   uint64_t disk_size,
+		   const struct iotune_wc_io_ops *io,
 		   struct iotune_wc_stats *stats);
 
-/* Frees the buffers; dirty data is lost: flush first. */
+/* Frees the buffers; dirty data is lost: flush first, see iotune_wc_end */
 void iotune_wc_destroy(struct iotune_wcache *c);
 
-enum iotune_wc_verdict {
-	IOTUNE_WC_ABSORBED,	/* copied into the cache: acknowledge it */
-	IOTUNE_WC_BYPASS,	/* write it to disk now, then bypass_done() */
-	IOTUNE_WC_FLUSH_FIRST,	/* flush (or wait for the flush), retry */
-	IOTUNE_WC_ERROR,	/* fail it with *err (a flush failed) */
-};
+/* A write or barrier arrives: decided at once, or queued behind others */
+void iotune_wc_submit(struct iotune_wcache *c,
+		      struct iotune_wc_op *op,
+		      uint64_t now_ms,
+		      struct iotune_wc_action *act);
 
 /*
- * Decides about one client write of n bytes at off; on ABSORBED the data
- * was copied.  On FLUSH_FIRST *reason says why; on ERROR *err is the
- * errno of an earlier failed flush, which is thereby reported (once).
- * -ENOMEM is reported as ERROR with *err = ENOMEM.
+ * The next op to write to disk (now ON_DISK): write op->data, then call
+ * iotune_wc_disk_done().  NULL when there is none.
  */
-enum iotune_wc_verdict iotune_wc_write(struct iotune_wcache *c,
-				       uint64_t off,
-				       const void *data,
-				       size_t n,
-				       uint64_t now_ms,
-				       enum iotune_flush_reason *reason,
-				       int *err);
+struct iotune_wc_op *iotune_wc_next_to_disk(struct iotune_wcache *c);
 
-void iotune_wc_bypass_start(struct iotune_wcache *c, uint64_t off, size_t n);
-void iotune_wc_bypass_done(struct iotune_wcache *c,
-			   uint64_t off,
-			   size_t n,
-			   ssize_t written);
+/*
+ * The next complete op (now IDLE, out of the cache): complete its request
+ * with op->ret / op->err.  NULL when there is none.
+ */
+struct iotune_wc_op *iotune_wc_next_done(struct iotune_wcache *c);
+
+/* Takes op itself when it is complete (for the caller that submitted it) */
+bool iotune_wc_take_done(struct iotune_wcache *c, struct iotune_wc_op *op);
+
+/* The disk write of an ON_DISK op returned ret (bytes, or -1 and err). */
+void iotune_wc_disk_done(struct iotune_wcache *c,
+			 struct iotune_wc_op *op,
+			 ssize_t ret,
+			 int err,
+			 uint64_t now_ms,
+			 struct iotune_wc_action *act);
+
+/* The flush piece of the last action returned ret (bytes, or -1/err). */
+void iotune_wc_flush_done(struct iotune_wcache *c,
+			  ssize_t ret,
+			  int err,
+			  uint64_t now_ms,
+			  struct iotune_wc_action *act);
+
+/* The tick asked for has come: timed flush, retry of a failed flush. */
+void iotune_wc_tick(struct iotune_wcache *c,
+		    uint64_t now_ms,
+		    struct iotune_wc_action *act);
+
+/*
+ * The op's request goes away (its owner is freed): it leaves the cache.
+ * The result of an ON_DISK op is not awaited.
+ */
+void iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op);
+
+/*
+ * No handle of the file may cache any more (break, a foreign handle):
+ * no write is absorbed from now on, and data that fails to be written
+ * from now on is dropped (act->dropped) rather than kept.
+ */
+void iotune_wc_lose_right(struct iotune_wcache *c,
+			  uint64_t now_ms,
+			  struct iotune_wc_action *act);
+
+/*
+ * Writes everything dirty through io->pwrite before returning, for
+ * synchronous callers; no flush may be in flight.  Returns 0 or the
+ * errno of a failure, which also stays pending for the next write,
+ * barrier or close unless taken with iotune_wc_take_error().
+ */
+int iotune_wc_flush_sync(struct iotune_wcache *c,
+			 enum iotune_flush_reason reason,
+			 uint64_t now_ms,
+			 struct iotune_wc_action *act);
 
 /* Takes (and clears) a flush error not yet reported; 0 when none. */
 int iotune_wc_take_error(struct iotune_wcache *c);
 
+/*
+ * The cache ends (its last handle closes): data still dirty is dropped
+ * (act->dropped), queued ops fail with EBADF (act->done).  Returns the
+ * range reserved past the end of file [*off, *off + *len) that the
+ * caller may give back when nobody else can have written there.
+ */
+void iotune_wc_end(struct iotune_wcache *c,
+		   uint64_t *release_off,
+		   uint64_t *release_len,
+		   struct iotune_wc_action *act);
+
+/*
+ * After iotune_wc_end(): the ops whose disk writes are still in flight,
+ * one by one (now IDLE); their results will not be awaited.
+ */
+struct iotune_wc_op *iotune_wc_next_orphan(struct iotune_wcache *c);
+
 bool iotune_wc_is_dirty(const struct iotune_wcache *c);
 bool iotune_wc_flush_in_flight(const struct iotune_wcache *c);
 
-/* Should a flush start now?  FULL window or TIMEOUT passed. */
-bool iotune_wc_wants_flush(const struct iotune_wcache *c,
-			   uint64_t now_ms,
-			   enum iotune_flush_reason *reason);
-
-/*
- * When the oldest dirty byte times out, or when the remains of a failed
- * flush are due for a retry; 0 when there is nothing to write.
- */
-uint64_t iotune_wc_deadline(const struct iotune_wcache *c);
-
-/*
- * Starts a flush of everything dirty (retrying the remains of a failed
- * flush first).  False when there is nothing to write, a flush is already
- * in flight, or (unless force) the data overlaps a bypass write in flight
- * that it must not overtake.
- */
-bool iotune_wc_flush_begin(struct iotune_wcache *c,
-			   enum iotune_flush_reason reason,
-			   bool force);
-
-/* The next piece the flush in flight must write; false when done. */
-bool iotune_wc_flush_next(struct iotune_wcache *c,
-			  uint64_t *off,
-			  const uint8_t **buf,
-			  size_t *len);
-
-/* The result of writing the piece flush_next() gave: bytes or -1/err. */
-void iotune_wc_flush_result(struct iotune_wcache *c,
-			    ssize_t ret,
-			    int err,
-			    uint64_t now_ms);
-
-struct iotune_wc_io_ops {
-	ssize_t (*pwrite)(void *private_data, const void *buf, size_t n,
-			  uint64_t off);
-	void *private_data;
-};
-
-/*
- * Writes everything dirty through ops, waiting for nothing: for the sync
- * paths (close) and for tests.  Returns 0, or the errno of the failure
- * (which is then also reported, not kept).
- */
-int iotune_wc_flush_sync(struct iotune_wcache *c,
-			 enum iotune_flush_reason reason,
-			 const struct iotune_wc_io_ops *ops,
-			 uint64_t now_ms);
+/* Nothing dirty, queued, to take, in flight or unreported: can go. */
+bool iotune_wc_idle(const struct iotune_wcache *c);
 
 /* disk size, or the end of dirty data when that is larger */
 uint64_t iotune_wc_logical_size(const struct iotune_wcache *c);

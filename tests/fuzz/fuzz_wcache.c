@@ -1,7 +1,10 @@
 /*
  * libFuzzer target: a sequence of write cache operations decoded from
- * the input, checked against a model of the file after every read and at
- * the end.  Flushes may fail; errors must be reported, data never lost.
+ * the input (writes small and large, flush pieces and disk writes that
+ * complete late or fail, barriers, ticks, synchronous flushes, a lost
+ * right to cache), driven like the adapter drives the core.  Every read
+ * and, once everything is settled, the file must match a model of the
+ * acknowledged writes; nothing may spin (a tick is never due at once).
  *
  * Copyright (C) iotune authors 2026
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -16,6 +19,7 @@
 
 #define CAP 4096
 #define SPACE (8 * CAP)
+#define MAX_OPS 32
 
 static uint8_t disk[SPACE * 2];
 static uint64_t disk_size;
@@ -40,9 +44,121 @@ static ssize_t fake_pwrite(void *p, const void *buf, size_t n, uint64_t off)
 	return (ssize_t)n;
 }
 
-static const struct iotune_wc_io_ops ops = { .pwrite = fake_pwrite };
+static const struct iotune_wc_io_ops io = { .pwrite = fake_pwrite };
 
-static void check_read(struct iotune_wcache *c, uint64_t off, size_t n)
+struct slot {
+	struct iotune_wc_op op;
+	uint8_t buf[2 * CAP];
+	int on_disk;
+};
+
+static struct slot slots[MAX_OPS];
+static struct iotune_wcache c;
+static uint64_t now;
+static int piece;
+static struct iotune_wc_action pending;
+
+static void model_write(uint64_t off, const uint8_t *buf, size_t n)
+{
+	if (n == 0) {
+		return;
+	}
+	if (off > model_size) {
+		memset(model + model_size, 0, off - model_size);
+	}
+	memcpy(model + off, buf, n);
+	if (off + n > model_size) {
+		model_size = off + n;
+	}
+}
+
+static void apply(const struct iotune_wc_action *act)
+{
+	struct iotune_wc_op *op = NULL;
+
+	if (act->tick_ms != 0 && act->tick_ms <= now) {
+		abort();	/* would spin */
+	}
+	if (act->flush_io) {
+		if (piece) {
+			abort();	/* one piece in flight at most */
+		}
+		piece = 1;
+		pending = *act;
+	}
+	while ((op = iotune_wc_next_to_disk(&c)) != NULL) {
+		((struct slot *)op->private_data)->on_disk = 1;
+	}
+	while ((op = iotune_wc_next_done(&c)) != NULL) {
+		struct slot *s = op->private_data;
+
+		if (op->kind == IOTUNE_WC_OP_WRITE && op->ret > 0) {
+			model_write(op->off, s->buf, (size_t)op->ret);
+		}
+	}
+}
+
+static void do_piece(int fail)
+{
+	struct iotune_wc_action act;
+	ssize_t ret;
+
+	piece = 0;
+	fail_next = fail;
+	ret = fake_pwrite(NULL, pending.flush_buf, pending.flush_len,
+			  pending.flush_off);
+	iotune_wc_flush_done(&c, ret, ret < 0 ? errno : 0, now, &act);
+	apply(&act);
+}
+
+static void do_disk(struct slot *s)
+{
+	struct iotune_wc_action act;
+	ssize_t ret = fake_pwrite(NULL, s->buf, s->op.n, s->op.off);
+
+	s->on_disk = 0;
+	iotune_wc_disk_done(&c, &s->op, ret, 0, now, &act);
+	model_write(s->op.off, s->buf, s->op.n);
+	apply(&act);
+}
+
+static void settle(void)
+{
+	int any = 1;
+
+	while (any) {
+		size_t i;
+
+		any = 0;
+		if (piece) {
+			do_piece(0);
+			any = 1;
+		}
+		for (i = 0; i < MAX_OPS; i++) {
+			if (slots[i].on_disk) {
+				do_disk(&slots[i]);
+				any = 1;
+			}
+		}
+	}
+}
+
+static struct slot *free_slot(void)
+{
+	size_t i;
+
+	for (i = 0; i < MAX_OPS; i++) {
+		enum iotune_wc_op_state st = slots[i].op.state;
+
+		if (st == IOTUNE_WC_OP_IDLE && !slots[i].on_disk) {
+			return &slots[i];
+		}
+	}
+	settle();
+	return free_slot();
+}
+
+static void check_read(uint64_t off, size_t n)
 {
 	static uint8_t buf[SPACE * 2];
 	size_t got_disk = 0;
@@ -53,7 +169,7 @@ static void check_read(struct iotune_wcache *c, uint64_t off, size_t n)
 		got_disk = disk_size - off < n ? disk_size - off : n;
 		memcpy(buf, disk + off, got_disk);
 	}
-	got = iotune_wc_read_overlay(c, NULL, off, buf, n, got_disk);
+	got = iotune_wc_read_overlay(&c, NULL, off, buf, n, got_disk);
 	if (off < model_size) {
 		want = model_size - off < n ? model_size - off : n;
 	}
@@ -62,94 +178,102 @@ static void check_read(struct iotune_wcache *c, uint64_t off, size_t n)
 	}
 }
 
+static void submit(enum iotune_wc_op_kind kind, uint64_t off, size_t n,
+		   uint8_t fill, int may_cache)
+{
+	struct slot *s = free_slot();
+	struct iotune_wc_action act;
+
+	memset(s->buf, fill, n);
+	s->on_disk = 0;
+	s->op = (struct iotune_wc_op) {
+		.kind = kind, .may_cache = may_cache, .off = off,
+		.data = s->buf, .n = n, .reason = IOTUNE_FLUSH_FSYNC,
+		.private_data = s,
+	};
+	iotune_wc_submit(&c, &s->op, now, &act);
+	apply(&act);
+}
+
+static void step(const uint8_t *d, int *lost)
+{
+	uint64_t off = ((uint64_t)d[1] << 8 | d[2]) % SPACE;
+	size_t n = 1 + (size_t)d[3] * 37 % (CAP + CAP / 2);
+	struct iotune_wc_action act;
+	size_t i;
+
+	switch (d[0] % 10) {
+	case 0: case 1: case 2: case 3:
+		submit(IOTUNE_WC_OP_WRITE, off, n, d[0] ^ d[3], !*lost);
+		break;
+	case 4:
+		if (piece) {
+			do_piece(d[3] & 1);
+		}
+		break;
+	case 5:
+		for (i = 0; i < MAX_OPS; i++) {
+			if (slots[(d[3] + i) % MAX_OPS].on_disk) {
+				do_disk(&slots[(d[3] + i) % MAX_OPS]);
+				break;
+			}
+		}
+		break;
+	case 6:
+		check_read(off, n);
+		break;
+	case 7:
+		submit(IOTUNE_WC_OP_BARRIER, 0, 0, 0, !*lost);
+		break;
+	case 8:
+		now += d[3] * 20;
+		iotune_wc_tick(&c, now, &act);
+		apply(&act);
+		break;
+	case 9:
+		if (piece || *lost || c.failed) {
+			break;
+		}
+		*lost = 1;
+		iotune_wc_lose_right(&c, now, &act);
+		apply(&act);
+		if (iotune_wc_flush_sync(&c, IOTUNE_FLUSH_BREAK, now,
+					 &act) != 0) {
+			abort();
+		}
+		apply(&act);
+		break;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct iotune_wc_stats stats = { 0 };
-	struct iotune_wcache c;
-	enum iotune_flush_reason reason;
+	struct iotune_wc_params params = {
+		.capacity = CAP, .timeout_ms = 1000,
+	};
+	struct iotune_wc_action act;
+	int lost = 0;
 	size_t i;
-	int err;
 
 	disk_size = model_size = 0;
 	fail_next = 0;
-	iotune_wc_init(&c, CAP, 1000, 0, &stats);
+	piece = 0;
+	now = 1;
+	memset(slots, 0, sizeof(slots));
+	iotune_wc_init(&c, &params, 0, &io, &stats);
 	for (i = 0; i + 4 <= size; i += 4) {
-		uint8_t op = data[i] % 8;
-		uint64_t off = ((uint64_t)data[i + 1] << 8 | data[i + 2]) %
-			       SPACE;
-		size_t n = 1 + (size_t)data[i + 3] * 37 % (CAP + CAP / 2);
-		uint8_t buf[CAP + CAP / 2];
-
-		memset(buf, data[i] ^ data[i + 3], n);
-		switch (op) {
-		case 0: case 1: case 2: case 3: {
-			enum iotune_wc_verdict v = iotune_wc_write(
-				&c, off, buf, n, 1, &reason, &err);
-
-			while (v == IOTUNE_WC_FLUSH_FIRST) {
-				if (iotune_wc_flush_sync(&c, reason, &ops,
-							 1) != 0) {
-					v = IOTUNE_WC_ERROR;
-					break;
-				}
-				v = iotune_wc_write(&c, off, buf, n, 1,
-						    &reason, &err);
-			}
-			if (v == IOTUNE_WC_BYPASS &&
-			    fake_pwrite(NULL, buf, n, off) != (ssize_t)n) {
-				v = IOTUNE_WC_ERROR;	/* client sees it */
-			}
-			if (v == IOTUNE_WC_ABSORBED ||
-			    v == IOTUNE_WC_BYPASS) {
-				if (off > model_size) {
-					memset(model + model_size, 0,
-					       off - model_size);
-				}
-				memcpy(model + off, buf, n);
-				if (off + n > model_size) {
-					model_size = off + n;
-				}
-			}
-			break;
-		}
-		case 4: case 5:
-			check_read(&c, off, n);
-			break;
-		case 6:
-			fail_next = data[i + 3] & 1;
-			(void)iotune_wc_flush_sync(&c, IOTUNE_FLUSH_TIMEOUT,
-						   &ops, 1);
-			break;
-		case 7: {
-			/* an async flush, piece by piece, maybe failing */
-			uint64_t o;
-			const uint8_t *b = NULL;
-			size_t len;
-
-			if (!iotune_wc_flush_begin(&c, IOTUNE_FLUSH_FULL,
-						   false)) {
-				break;
-			}
-			while (iotune_wc_flush_next(&c, &o, &b, &len)) {
-				ssize_t r = fake_pwrite(NULL, b, len, o);
-
-				iotune_wc_flush_result(&c, r, r < 0 ? errno : 0,
-						       1);
-				if (!iotune_wc_flush_in_flight(&c)) {
-					break;
-				}
-			}
-			break;
-		}
-		}
+		step(data + i, &lost);
 	}
-	fail_next = 0;
-	/* an earlier failure is reported once, even when the retry works */
-	if (iotune_wc_flush_sync(&c, IOTUNE_FLUSH_CLOSE, &ops, 1) != 0 &&
-	    iotune_wc_flush_sync(&c, IOTUNE_FLUSH_CLOSE, &ops, 1) != 0) {
-		abort();
+	settle();
+	while (iotune_wc_is_dirty(&c)) {
+		now += 100000;
+		iotune_wc_tick(&c, now, &act);
+		apply(&act);
+		settle();
 	}
-	if (iotune_wc_is_dirty(&c)) {
+	(void)iotune_wc_take_error(&c);
+	if (!iotune_wc_idle(&c)) {
 		abort();
 	}
 	if (disk_size != model_size ||

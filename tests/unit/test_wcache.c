@@ -1,6 +1,9 @@
 /*
- * Unit tests of iotune's write cache core, against a fake disk.
- * malloc is wrapped (-Wl,--wrap=malloc) to inject allocation failures.
+ * Unit tests of iotune's write cache core: its queue, flushes, errors,
+ * lost right to cache and reservations, against a fake disk, a fake clock
+ * and a fake adapter that performs the actions the core asks for, when
+ * the test says so.  malloc is wrapped (-Wl,--wrap=malloc) to inject
+ * allocation failures.
  *
  * Copyright (C) iotune authors 2026
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -21,6 +24,7 @@
 #define KIB 1024
 #define CAP (64 * KIB)
 #define DISK_MAX (4 * 1024 * KIB)
+#define MAX_OPS 64
 
 void *__real_malloc(size_t size);
 static int fail_mallocs;
@@ -34,15 +38,23 @@ void *__wrap_malloc(size_t size)
 	return __real_malloc(size);
 }
 
-/* A file on a fake disk; pwrite can be told to fail or write short. */
+/*
+ * A file on a fake disk of `limit` bytes: writes past it are short or
+ * fail with ENOSPC, and so do reservations; pwrite can be told to fail.
+ */
 struct fake_disk {
 	uint8_t data[DISK_MAX];
 	uint64_t size;
+	uint64_t limit;
 	unsigned writes;
-	int fail_errno;		/* next pwrite fails with this */
+	int fail_errno;		/* next pwrites fail with this */
 	unsigned fail_count;	/* ... this many times */
 	size_t short_by;	/* next pwrite writes this much less */
 	unsigned eintr_count;	/* next pwrites fail with EINTR */
+	int reserve_errno;	/* reservations fail with this */
+	unsigned reserves;
+	uint64_t reserved_lo;
+	uint64_t reserved_hi;
 };
 
 static ssize_t fake_pwrite(void *private_data, const void *buf, size_t n,
@@ -60,6 +72,13 @@ static ssize_t fake_pwrite(void *private_data, const void *buf, size_t n,
 		errno = d->fail_errno;
 		return -1;
 	}
+	if (off + n > d->limit) {
+		if (off >= d->limit) {
+			errno = ENOSPC;
+			return -1;
+		}
+		n = d->limit - off;
+	}
 	if (d->short_by > 0 && d->short_by < n) {
 		n -= d->short_by;
 		d->short_by = 0;
@@ -76,26 +95,74 @@ static ssize_t fake_pwrite(void *private_data, const void *buf, size_t n,
 	return (ssize_t)n;
 }
 
+static int fake_reserve(void *private_data, uint64_t off, uint64_t len)
+{
+	struct fake_disk *d = private_data;
+
+	d->reserves++;
+	if (d->reserve_errno != 0) {
+		return d->reserve_errno;
+	}
+	if (off + len > d->limit) {
+		return ENOSPC;
+	}
+	d->reserved_lo = off;
+	d->reserved_hi = off + len;
+	return 0;
+}
+
+/* A client request and its data */
+struct w {
+	struct iotune_wc_op op;
+	uint8_t buf[2 * CAP];
+	bool done;		/* completed: op.ret / op.err */
+	bool on_disk;		/* the core sent it to disk; the test writes */
+};
+
 struct fixture {
 	struct fake_disk disk;
 	struct iotune_wc_stats stats;
 	struct iotune_wcache c;
-	struct iotune_wc_io_ops ops;
+	struct iotune_wc_io_ops io;
+	uint64_t now;
+	bool piece;		/* a flush piece waits to be written */
+	uint64_t piece_off;
+	const uint8_t *piece_buf;
+	size_t piece_len;
+	uint64_t tick;		/* the last tick asked for */
+	unsigned logged;
+	unsigned log_repeats;
+	uint64_t dropped;
+	bool cannot_reserve;
+	struct w w[MAX_OPS];
 	uint8_t model[DISK_MAX];
 	uint64_t model_size;
 };
 
-static int setup(void **state)
+static int setup_params(void **state, bool sparse)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
+	struct iotune_wc_params p = {
+		.capacity = CAP, .timeout_ms = 1000, .sparse = sparse,
+	};
 
 	assert_non_null(f);
-	assert_int_equal(iotune_wc_init(&f->c, CAP, 1000, 0, &f->stats), 0);
-	f->ops.pwrite = fake_pwrite;
-	f->ops.private_data = &f->disk;
+	f->disk.limit = DISK_MAX;
+	f->io = (struct iotune_wc_io_ops) {
+		.pwrite = fake_pwrite,
+		.reserve = fake_reserve,
+		.private_data = &f->disk,
+	};
+	f->now = 1000;
+	assert_int_equal(iotune_wc_init(&f->c, &p, 0, &f->io, &f->stats), 0);
 	fail_mallocs = 0;
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_params(state, false);
 }
 
 static int teardown(void **state)
@@ -116,52 +183,203 @@ static void fill(uint8_t *buf, size_t n, unsigned seed)
 	}
 }
 
-static enum iotune_wc_verdict write_at(struct fixture *f, uint64_t off,
-				       size_t n, unsigned seed,
-				       enum iotune_flush_reason *reason)
+static void model_write(struct fixture *f, uint64_t off, const void *buf,
+			size_t n)
 {
-	uint8_t *buf = malloc(n + 1);
-	enum iotune_flush_reason r = IOTUNE_FLUSH_REASONS;
-	enum iotune_wc_verdict v;
-	int err = 0;
-
-	assert_non_null(buf);
-	fill(buf, n, seed);
-	v = iotune_wc_write(&f->c, off, buf, n, 1, &r, &err);
-	if (v == IOTUNE_WC_ABSORBED || v == IOTUNE_WC_BYPASS) {
-		if (off > f->model_size && n > 0) {
-			memset(f->model + f->model_size, 0,
-			       off - f->model_size);
-		}
-		if (off + n > f->model_size && n > 0) {
-			f->model_size = off + n;
-		}
-		memcpy(f->model + off, buf, n);
+	if (n == 0) {
+		return;
 	}
-	if (v == IOTUNE_WC_BYPASS) {
-		assert_int_equal(fake_pwrite(&f->disk, buf, n, off), n);
-		iotune_wc_bypass_done(&f->c, off, n, (ssize_t)n);
+	if (off > f->model_size) {
+		memset(f->model + f->model_size, 0, off - f->model_size);
 	}
-	if (reason != NULL) {
-		*reason = r;
+	memcpy(f->model + off, buf, n);
+	if (off + n > f->model_size) {
+		f->model_size = off + n;
 	}
-	free(buf);
-	return v;
 }
 
-/* Flushes when asked to, then writes again: what an adapter does. */
-static void write_flushing(struct fixture *f, uint64_t off, size_t n,
-			   unsigned seed)
+static void op_finished(struct fixture *f, struct w *w)
 {
-	enum iotune_wc_verdict v = write_at(f, off, n, seed, NULL);
-
-	while (v == IOTUNE_WC_FLUSH_FIRST) {
-		assert_int_equal(iotune_wc_flush_sync(&f->c,
-						      IOTUNE_FLUSH_NONCONTIG,
-						      &f->ops, 1), 0);
-		v = write_at(f, off, n, seed, NULL);
+	w->done = true;
+	if (w->op.kind == IOTUNE_WC_OP_WRITE && w->op.ret > 0) {
+		model_write(f, w->op.off, w->op.data, (size_t)w->op.ret);
 	}
-	assert_true(v == IOTUNE_WC_ABSORBED || v == IOTUNE_WC_BYPASS);
+}
+
+/* The fake adapter: does what the core asks, or keeps it for later. */
+static void apply(struct fixture *f, const struct iotune_wc_action *act)
+{
+	struct iotune_wc_op *op = NULL;
+
+	f->tick = act->tick_ms;
+	if (act->tick_ms != 0) {
+		assert_true(act->tick_ms > f->now);	/* never spins */
+	}
+	if (act->log_err != 0) {
+		f->logged++;
+		f->log_repeats += act->log_repeats;
+	}
+	f->dropped += act->dropped;
+	f->cannot_reserve |= act->cannot_reserve;
+	if (act->flush_io) {
+		assert_false(f->piece);	/* one piece in flight at most */
+		f->piece = true;
+		f->piece_off = act->flush_off;
+		f->piece_buf = act->flush_buf;
+		f->piece_len = act->flush_len;
+	}
+	while ((op = iotune_wc_next_to_disk(&f->c)) != NULL) {
+		assert_int_equal(op->state, IOTUNE_WC_OP_ON_DISK);
+		((struct w *)op->private_data)->on_disk = true;
+	}
+	while ((op = iotune_wc_next_done(&f->c)) != NULL) {
+		assert_int_equal(op->state, IOTUNE_WC_OP_IDLE);
+		op_finished(f, op->private_data);
+	}
+}
+
+static struct w *new_write(struct fixture *f, uint64_t off, size_t n,
+			   unsigned seed, bool may_cache)
+{
+	struct w *w = NULL;
+	size_t i;
+
+	for (i = 0; i < MAX_OPS; i++) {
+		enum iotune_wc_op_state st = f->w[i].op.state;
+
+		if (st == IOTUNE_WC_OP_IDLE && !f->w[i].on_disk) {
+			w = &f->w[i];
+			break;
+		}
+	}
+	assert_non_null(w);
+	assert_true(n <= sizeof(w->buf));
+	*w = (struct w) { 0 };
+	fill(w->buf, n, seed);
+	w->op = (struct iotune_wc_op) {
+		.kind = IOTUNE_WC_OP_WRITE, .may_cache = may_cache,
+		.off = off, .data = w->buf, .n = n, .private_data = w,
+	};
+	return w;
+}
+
+static struct w *submit(struct fixture *f, struct w *w)
+{
+	struct iotune_wc_action act;
+
+	iotune_wc_submit(&f->c, &w->op, f->now, &act);
+	apply(f, &act);
+	return w;
+}
+
+static struct w *write_at(struct fixture *f, uint64_t off, size_t n,
+			  unsigned seed)
+{
+	return submit(f, new_write(f, off, n, seed, true));
+}
+
+static struct w *barrier(struct fixture *f, enum iotune_flush_reason reason)
+{
+	struct w *w = new_write(f, 0, 0, 0, true);
+
+	w->op.kind = IOTUNE_WC_OP_BARRIER;
+	w->op.reason = reason;
+	return submit(f, w);
+}
+
+/* Writes the waiting flush piece on the fake disk. */
+static void do_piece(struct fixture *f)
+{
+	struct iotune_wc_action act;
+	ssize_t ret;
+
+	assert_true(f->piece);
+	f->piece = false;
+	errno = 0;
+	ret = fake_pwrite(&f->disk, f->piece_buf, f->piece_len, f->piece_off);
+	iotune_wc_flush_done(&f->c, ret, ret < 0 ? errno : 0, f->now, &act);
+	apply(f, &act);
+}
+
+/* Writes an op the core sent to disk. */
+static void do_disk(struct fixture *f, struct w *w)
+{
+	struct iotune_wc_action act;
+	ssize_t ret;
+
+	assert_true(w->on_disk);
+	w->on_disk = false;
+	errno = 0;
+	ret = fake_pwrite(&f->disk, w->op.data, w->op.n, w->op.off);
+	iotune_wc_disk_done(&f->c, &w->op, ret, ret < 0 ? errno : 0, f->now,
+			    &act);
+	op_finished(f, w);
+	apply(f, &act);
+}
+
+/* Does everything that waits, oldest first, until nothing is left. */
+static void settle(struct fixture *f)
+{
+	bool any = true;
+
+	while (any) {
+		size_t i;
+
+		any = false;
+		if (f->piece) {
+			do_piece(f);
+			any = true;
+		}
+		for (i = 0; i < MAX_OPS; i++) {
+			if (f->w[i].on_disk) {
+				do_disk(f, &f->w[i]);
+				any = true;
+			}
+		}
+	}
+}
+
+static void tick_at(struct fixture *f, uint64_t now)
+{
+	struct iotune_wc_action act;
+
+	f->now = now;
+	iotune_wc_tick(&f->c, now, &act);
+	apply(f, &act);
+}
+
+static int flush_sync(struct fixture *f, enum iotune_flush_reason reason)
+{
+	struct iotune_wc_action act;
+	int err;
+
+	err = iotune_wc_flush_sync(&f->c, reason, f->now, &act);
+	apply(f, &act);
+	return err;
+}
+
+/* macros, so that a failure names the line of the test */
+#define assert_done(x, want)						\
+	do {								\
+		const struct w *w_ = (x);				\
+									\
+		assert_true(w_->done);					\
+		assert_int_equal(w_->op.ret, (want));			\
+	} while (0)
+
+#define assert_failed(x, want)						\
+	do {								\
+		const struct w *w_ = (x);				\
+									\
+		assert_true(w_->done);					\
+		assert_int_equal(w_->op.ret, -1);			\
+		assert_int_equal(w_->op.err, (want));			\
+	} while (0)
+
+static void assert_disk_is_model(struct fixture *f)
+{
+	assert_int_equal(f->disk.size, f->model_size);
+	assert_memory_equal(f->disk.data, f->model, f->model_size);
 }
 
 static void assert_reads_model(struct fixture *f, uint64_t off, size_t n)
@@ -190,141 +408,479 @@ static void assert_reads_model(struct fixture *f, uint64_t off, size_t n)
 static void test_sequential_writes_coalesce_into_one_flush(void **state)
 {
 	struct fixture *f = *state;
-	enum iotune_flush_reason reason;
 	uint64_t off;
 
 	for (off = 0; off < CAP; off += 4 * KIB) {
-		assert_int_equal(write_at(f, off, 4 * KIB, (unsigned)off, NULL),
-				 IOTUNE_WC_ABSORBED);
+		assert_done(write_at(f, off, 4 * KIB, (unsigned)off), 4 * KIB);
 	}
-	assert_int_equal(f->disk.writes, 0);
-	assert_true(iotune_wc_wants_flush(&f->c, 2, &reason));
-	assert_int_equal(reason, IOTUNE_FLUSH_FULL);
-	assert_int_equal(iotune_wc_flush_sync(&f->c, reason, &f->ops, 2), 0);
+	/* the window is full: its flush starts at once, in one piece */
+	assert_true(f->piece);
+	assert_int_equal(f->piece_off, 0);
+	assert_int_equal(f->piece_len, CAP);
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_FULL], 1);
+	settle(f);
 	assert_int_equal(f->disk.writes, 1);
-	assert_int_equal(f->disk.size, CAP);
-	assert_memory_equal(f->disk.data, f->model, CAP);
-	assert_false(iotune_wc_is_dirty(&f->c));
-	assert_true(f->stats.flushes[IOTUNE_FLUSH_FULL] == 1);
-	assert_true(f->stats.writes_cached == CAP / (4 * KIB));
-	assert_true(f->stats.bytes_absorbed == CAP);
-	assert_true(f->stats.flush_size[iotune_flush_size_bucket(CAP)] == 1);
+	assert_disk_is_model(f);
+	assert_int_equal(f->stats.writes_cached, 16);
+	assert_int_equal(f->stats.bytes_absorbed, CAP);
+	assert_true(iotune_wc_idle(&f->c));
 }
 
 static void test_out_of_order_and_overlapping_writes(void **state)
 {
 	struct fixture *f = *state;
 
-	assert_int_equal(write_at(f, 8 * KIB, 4 * KIB, 1, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_int_equal(write_at(f, 0, 4 * KIB, 2, NULL), IOTUNE_WC_ABSORBED);
-	assert_int_equal(write_at(f, 4 * KIB, 4 * KIB, 3, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_int_equal(f->c.active.n_ext, 1);
-	/* overwrite across two old writes, and a one-byte write */
-	assert_int_equal(write_at(f, 3 * KIB, 2 * KIB, 4, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_int_equal(write_at(f, 11 * KIB + 5, 1, 5, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_int_equal(f->c.active.n_ext, 1);
-	assert_reads_model(f, 0, 16 * KIB);
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 1), 0);
-	assert_int_equal(f->disk.writes, 1);
-	assert_memory_equal(f->disk.data, f->model, 12 * KIB);
+	write_at(f, 8 * KIB, 4 * KIB, 1);
+	write_at(f, 0, 4 * KIB, 2);
+	write_at(f, 2 * KIB, 8 * KIB, 3);	/* overlaps both */
+	write_at(f, 40 * KIB, 100, 4);
+	assert_int_equal(f->c.active.n_ext, 2);
+	assert_reads_model(f, 0, 64 * KIB);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_int_equal(f->disk.writes, 2);
+	assert_disk_is_model(f);
 }
 
-static void test_write_outside_window_needs_flush(void **state)
+static void test_writes_wait_behind_a_flush_in_order(void **state)
 {
 	struct fixture *f = *state;
-	enum iotune_flush_reason reason;
+	struct w *a = NULL;
+	struct w *b = NULL;
 
-	assert_int_equal(write_at(f, 0, 4 * KIB, 1, NULL), IOTUNE_WC_ABSORBED);
-	assert_int_equal(write_at(f, CAP, 4 * KIB, 2, &reason),
-			 IOTUNE_WC_FLUSH_FIRST);
-	assert_int_equal(reason, IOTUNE_FLUSH_NONCONTIG);
-	assert_true(iotune_wc_flush_begin(&f->c, reason, false));
-	/* the active buffer is free again while the flush is in flight */
-	assert_int_equal(write_at(f, CAP, 4 * KIB, 2, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_true(iotune_wc_flush_in_flight(&f->c));
-	assert_false(iotune_wc_flush_begin(&f->c, reason, false));
-	/* reads see both the flushing and the active data */
-	assert_reads_model(f, 0, CAP + 8 * KIB);
+	write_at(f, 0, 4 * KIB, 1);
+	/* outside the window: the active buffer goes to flush first */
+	a = write_at(f, 10 * CAP, 4 * KIB, 2);
+	assert_done(a, 4 * KIB);
+	assert_true(f->piece);
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_NONCONTIG], 1);
+	/* another window while that flush is in flight: it waits */
+	b = write_at(f, 20 * CAP, 4 * KIB, 3);
+	assert_false(b->done);
+	/* and so does everything behind it, even what would fit */
+	a = write_at(f, 10 * CAP + 4 * KIB, 4 * KIB, 4);
+	assert_false(a->done);
+	do_piece(f);
+	assert_done(b, 4 * KIB);
+	/* its window went to flush for b's: it waits for that one */
+	assert_false(a->done);
+	do_piece(f);
+	assert_done(a, 4 * KIB);
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
 }
 
-static void test_window_straddling_write_gets_own_window(void **state)
+static void test_window_sized_writes_pass_straight_through(void **state)
 {
 	struct fixture *f = *state;
+	struct w *a = NULL;
+	struct w *b = NULL;
 
-	/* 48K at 40K does not fit the aligned window [0, 64K) */
-	assert_int_equal(write_at(f, 40 * KIB, 48 * KIB, 1, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_true(f->c.active.base == 40 * KIB);
-	/* unaligned and as large as the window: base at the write */
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 1), 0);
-	assert_int_equal(write_at(f, 100, CAP, 2, NULL), IOTUNE_WC_ABSORBED);
-	assert_true(f->c.active.base == 100);
-	assert_reads_model(f, 0, 2 * CAP);
+	/* a write of the window's size is not copied */
+	a = write_at(f, 0, CAP, 1);
+	assert_true(a->on_disk);
+	assert_false(a->done);
+	/* a second one is sent too: a stream is not serialized */
+	b = write_at(f, CAP, CAP, 2);
+	assert_true(b->on_disk);
+	do_disk(f, b);
+	do_disk(f, a);
+	assert_done(a, CAP);
+	assert_int_equal(f->stats.writes_bypassed, 2);
+	assert_int_equal(f->stats.bytes_absorbed, 0);
+	assert_disk_is_model(f);
 }
 
-static void test_large_write_bypasses_after_flushing_overlap(void **state)
+static void test_large_write_goes_after_the_dirty_data_it_overlaps(
+	void **state)
 {
 	struct fixture *f = *state;
-	enum iotune_flush_reason reason;
+	struct w *big = NULL;
 
-	assert_int_equal(write_at(f, 4 * KIB, 4 * KIB, 1, NULL),
-			 IOTUNE_WC_ABSORBED);
-	/* no overlap: straight to disk */
-	assert_int_equal(write_at(f, CAP, CAP + 1, 2, NULL), IOTUNE_WC_BYPASS);
-	assert_true(f->stats.writes_bypassed == 1);
-	/* overlap: flush first, the newer large write then wins */
-	assert_int_equal(write_at(f, 0, CAP + 1, 3, &reason),
-			 IOTUNE_WC_FLUSH_FIRST);
-	assert_int_equal(reason, IOTUNE_FLUSH_BYPASS);
-	assert_int_equal(iotune_wc_flush_sync(&f->c, reason, &f->ops, 1), 0);
-	assert_int_equal(write_at(f, 0, CAP + 1, 3, NULL), IOTUNE_WC_BYPASS);
-	assert_memory_equal(f->disk.data, f->model, 2 * CAP + 1);
+	write_at(f, 100, 4 * KIB, 1);
+	big = write_at(f, 0, CAP + 1, 2);
+	assert_false(big->on_disk);
+	assert_true(f->piece);	/* the overlapped data goes first */
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_BYPASS], 1);
+	do_piece(f);
+	assert_true(big->on_disk);
+	do_disk(f, big);
+	assert_done(big, CAP + 1);
+	assert_disk_is_model(f);
 }
 
-static void test_bypass_in_flight_orders_cached_writes(void **state)
+static void test_small_write_waits_for_overlapping_disk_write(void **state)
 {
 	struct fixture *f = *state;
-	enum iotune_flush_reason reason;
-	uint8_t buf[4 * KIB];
-	int err;
+	struct w *big = NULL;
+	struct w *small = NULL;
 
-	fill(buf, sizeof(buf), 9);
-	iotune_wc_bypass_start(&f->c, 0, CAP * 2);
-	assert_int_equal(iotune_wc_write(&f->c, 4 * KIB, buf, sizeof(buf), 1,
-					 &reason, &err),
-			 IOTUNE_WC_FLUSH_FIRST);
-	assert_int_equal(reason, IOTUNE_FLUSH_BYPASS);
-	/*
-	 * The core keeps the union of the bypass writes in flight (a safe
-	 * over-estimate) until the last one is done.
-	 */
-	iotune_wc_bypass_start(&f->c, 4 * CAP, 4 * KIB);
-	iotune_wc_bypass_done(&f->c, 0, CAP * 2, CAP * 2);
-	assert_true(f->c.bypass_in_flight == 1);
-	assert_int_equal(write_at(f, 3 * CAP, 4 * KIB, 3, NULL),
-			 IOTUNE_WC_FLUSH_FIRST);
-	/* outside it a write is absorbed, but cannot start a flush */
-	assert_int_equal(iotune_wc_write(&f->c, 5 * CAP, buf, sizeof(buf), 1,
-					 &reason, &err),
-			 IOTUNE_WC_ABSORBED);
-	iotune_wc_bypass_start(&f->c, 5 * CAP, 4 * KIB);
-	assert_false(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE, false));
-	/* a sync flush (close) may not wait: it forces */
-	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE, true));
-	iotune_wc_flush_result(&f->c, -1, EIO, 1);
-	assert_int_equal(iotune_wc_take_error(&f->c), EIO);
-	iotune_wc_bypass_done(&f->c, 4 * CAP, 4 * KIB, 4 * KIB);
-	iotune_wc_bypass_done(&f->c, 5 * CAP, 4 * KIB, 4 * KIB);
-	assert_true(f->c.bypass_in_flight == 0);
-	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_CLOSE, false));
-	assert_true(f->c.disk_size == 5 * CAP + 4 * KIB);
+	big = write_at(f, 0, CAP, 1);
+	assert_true(big->on_disk);
+	small = write_at(f, 10, 10, 2);
+	assert_false(small->done);	/* it must land after the big one */
+	do_disk(f, big);
+	assert_done(small, 10);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+}
+
+static void test_barrier_waits_for_older_data(void **state)
+{
+	struct fixture *f = *state;
+	struct w *b = NULL;
+	struct w *later = NULL;
+
+	write_at(f, 0, 100, 1);
+	b = barrier(f, IOTUNE_FLUSH_FSYNC);
+	assert_false(b->done);
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_FSYNC], 1);
+	later = write_at(f, 200, 100, 2);
+	assert_false(later->done);	/* behind the barrier */
+	assert_int_equal(f->disk.size, 0);
+	do_piece(f);
+	assert_done(b, 0);
+	assert_done(later, 100);
+	assert_int_equal(f->disk.size, 100);
+	/* nothing dirty: at once */
+	b = barrier(f, IOTUNE_FLUSH_OFFLOAD);
+	assert_false(b->done);
+	settle(f);
+	assert_done(b, 0);
+	b = barrier(f, IOTUNE_FLUSH_OFFLOAD);
+	assert_done(b, 0);
+}
+
+/*
+ * A full disk: the flush fails, the data stays, the next write fails with
+ * the error; every later write first retries the old data and fails the
+ * same way while the disk is full, so nothing spins and nothing more is
+ * acknowledged; once space is back, everything is written in order.
+ */
+static void test_full_disk_fails_writes_without_spinning(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+	uint64_t off;
+	unsigned i;
+
+	for (off = 0; off < CAP; off += 4 * KIB) {
+		write_at(f, off, 4 * KIB, (unsigned)off);
+	}
+	f->disk.fail_errno = ENOSPC;
+	f->disk.fail_count = 1000;
+	do_piece(f);
+	assert_int_equal(f->stats.flush_errors, 1);
+	assert_int_equal(f->logged, 1);
+	assert_int_equal(f->tick, f->now + 100);	/* backoff */
+	w = write_at(f, CAP, 4 * KIB, 99);
+	assert_failed(w, ENOSPC);	/* the error, reported once */
+	for (i = 0; i < 20; i++) {
+		w = write_at(f, CAP + i * 4 * KIB, 4 * KIB, i);
+		assert_false(w->done);	/* the old data is retried first */
+		assert_true(f->piece);
+		do_piece(f);
+		assert_failed(w, ENOSPC);
+	}
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_RETRY], 20);
+	assert_int_equal(f->logged, 1);	/* rate-limited */
+	assert_int_equal(f->stats.bytes_absorbed, CAP);
+	/* the retry timer backs off, up to its maximum */
+	assert_int_equal(f->tick, f->now + 10000);
+	/* space comes back: the retry works, the next write is absorbed */
+	f->disk.fail_count = 0;
+	f->now += 20000;
+	tick_at(f, f->now);
+	assert_true(f->piece);
+	do_piece(f);
+	assert_false(iotune_wc_is_dirty(&f->c));
+	w = write_at(f, CAP, 4 * KIB, 7);
+	assert_done(w, 4 * KIB);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+	/* a line says how many failures were not logged */
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 1;
+	write_at(f, 0, 1, 1);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_FSYNC), EIO);
+	assert_int_equal(f->logged, 2);
+	assert_int_equal(f->log_repeats, 20);
+}
+
+/* Reservations: what is acknowledged always fits on the disk. */
+static void test_never_acknowledges_more_than_fits(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t acked = 0;
+	uint64_t off;
+
+	f->disk.limit = 5 * CAP / 2;	/* room for 2.5 windows */
+	for (off = 0; off < 4 * CAP; off += 4 * KIB) {
+		struct w *w = write_at(f, off, 4 * KIB, (unsigned)off);
+
+		settle(f);
+		if (w->op.ret > 0) {
+			acked = off + 4 * KIB;
+		}
+	}
+	/* the third window could not be reserved: written through */
+	assert_true(f->stats.reserve_full > 0);
+	assert_int_equal(acked, 5 * CAP / 2);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_int_equal(f->stats.flush_errors, 0);
+	assert_disk_is_model(f);
+	assert_int_equal(f->disk.size, 5 * CAP / 2);
+}
+
+static void test_reservation_per_window(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+
+	for (off = 0; off < 2 * CAP; off += 4 * KIB) {
+		write_at(f, off, 4 * KIB, 1);
+		settle(f);
+	}
+	assert_int_equal(f->disk.reserves, 2);	/* one per window */
+	assert_int_equal(f->disk.reserved_lo, CAP);
+	assert_int_equal(f->disk.reserved_hi, 2 * CAP);
+	/* inside the end of file of a file without holes: no reservation */
+	write_at(f, 100, 10, 2);
+	assert_int_equal(f->disk.reserves, 2);
+	/* a window over the end of file reserves from the end of file on */
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	write_at(f, 2 * CAP + 100, 10, 3);
+	assert_int_equal(f->disk.reserves, 3);
+	assert_int_equal(f->disk.reserved_lo, 2 * CAP);
+}
+
+static void test_sparse_file_reserves_inside(void **state)
+{
+	struct fixture *f = NULL;
+
+	teardown(state);
+	setup_params(state, true);
+	f = *state;
+	iotune_wc_set_disk_size(&f->c, 10 * CAP);
+	write_at(f, CAP + 5, 10, 1);
+	assert_int_equal(f->disk.reserves, 1);
+	assert_int_equal(f->disk.reserved_lo, CAP);
+	assert_int_equal(f->disk.reserved_hi, 2 * CAP);
+}
+
+static void test_file_system_that_cannot_reserve(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	write_at(f, 0, 10, 1);
+	f->disk.reserve_errno = EOPNOTSUPP;
+	w = write_at(f, 100, 10, 2);	/* still in the window: absorbed */
+	assert_done(w, 10);
+	w = write_at(f, 5 * CAP, 10, 3);
+	assert_true(f->cannot_reserve);
+	assert_true(w->on_disk);	/* written through, after older data */
+	settle(f);
+	w = write_at(f, 6 * CAP, 10, 4);
+	assert_true(w->on_disk);	/* for good */
+	assert_int_equal(f->disk.reserves, 2);
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+}
+
+/*
+ * The right to cache is lost (a break): a failed flush then drops its
+ * data instead of keeping it, never writes it later over what another
+ * opener wrote, and the error goes to the next write.
+ */
+static void test_lost_right_drops_what_fails_and_never_retries(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_action act;
+	struct w *w = NULL;
+	unsigned writes;
+
+	write_at(f, 0, 8 * KIB, 1);
+	write_at(f, 20 * KIB, 8 * KIB, 2);
+	iotune_wc_lose_right(&f->c, f->now, &act);
+	apply(f, &act);
+	f->disk.fail_errno = ENOSPC;
+	f->disk.fail_count = 1;
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_BREAK), ENOSPC);
+	/* the first extent failed and is dropped; the second was written */
+	assert_int_equal(f->dropped, 8 * KIB);
+	assert_int_equal(f->stats.bytes_dropped, 8 * KIB);
+	assert_false(iotune_wc_is_dirty(&f->c));
+	assert_int_equal(f->tick, 0);	/* no retry */
+	/* another opener writes where the dropped data was */
+	writes = f->disk.writes;
+	memset(f->disk.data, 'B', 16);
+	/* the next write of the handle gets the error */
+	w = write_at(f, 100, 4, 3);
+	assert_failed(w, ENOSPC);
+	/* later writes go to disk: nothing is cached any more */
+	w = write_at(f, 200, 4, 4);
+	assert_true(w->on_disk);
+	do_disk(f, w);
+	assert_done(w, 4);
+	assert_int_equal(f->disk.writes, writes + 1);
+	assert_memory_equal(f->disk.data, "BBBBBBBBBBBBBBBB", 16);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_true(iotune_wc_idle(&f->c));
+}
+
+static void test_lost_right_drops_kept_remains(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_action act;
+	struct w *w = NULL;
+
+	write_at(f, 0, 8 * KIB, 1);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 1;
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_TIMEOUT), EIO);
+	assert_true(iotune_wc_is_dirty(&f->c));	/* kept for a retry */
+	iotune_wc_lose_right(&f->c, f->now, &act);
+	apply(f, &act);
+	assert_int_equal(f->dropped, 8 * KIB);
+	assert_false(iotune_wc_is_dirty(&f->c));
+	w = barrier(f, IOTUNE_FLUSH_FSYNC);
+	assert_failed(w, EIO);
+}
+
+static void test_write_of_a_handle_without_the_right(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	write_at(f, 0, 100, 1);
+	w = submit(f, new_write(f, 50, 10, 2, false));
+	assert_false(w->on_disk);	/* the older data it overlaps first */
+	do_piece(f);
+	assert_true(w->on_disk);
+	do_disk(f, w);
+	w = write_at(f, 1000, 10, 3);	/* the cache stays off */
+	assert_true(w->on_disk);
+	settle(f);
+	assert_disk_is_model(f);
+}
+
+static void test_short_write_and_eintr_are_continued(void **state)
+{
+	struct fixture *f = *state;
+
+	write_at(f, 0, 16 * KIB, 1);
+	f->disk.short_by = 1000;
+	f->disk.eintr_count = 3;
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_int_equal(f->stats.flush_short_writes, 1);
+	assert_disk_is_model(f);
+}
+
+static void test_timeout(void **state)
+{
+	struct fixture *f = *state;
+
+	write_at(f, 0, 100, 1);
+	assert_int_equal(f->tick, f->now + 1000);
+	tick_at(f, f->now + 999);
+	assert_false(f->piece);
+	tick_at(f, f->now + 1);
+	assert_true(f->piece);
+	assert_int_equal(f->tick, 0);	/* in flight: nothing to wait for */
+	do_piece(f);
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_TIMEOUT], 1);
+	assert_int_equal(f->tick, 0);
+	assert_disk_is_model(f);
+}
+
+static void test_too_many_extents_is_noncontiguous(void **state)
+{
+	struct fixture *f = *state;
+	unsigned i;
+
+	for (i = 0; i < IOTUNE_WC_MAX_EXTENTS; i++) {
+		write_at(f, i * 2 * 100, 100, i);
+	}
+	assert_false(f->piece);
+	write_at(f, IOTUNE_WC_MAX_EXTENTS * 2 * 100, 100, 99);
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_NONCONTIG], 1);
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+}
+
+static void test_end_drops_fails_queued_and_releases(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_action act;
+	struct w *queued = NULL;
+	uint64_t off = 0;
+	uint64_t len = 0;
+
+	write_at(f, 0, 4 * KIB, 1);
+	write_at(f, 3 * CAP, 4 * KIB, 2);	/* a flush in flight */
+	queued = write_at(f, 6 * CAP, 4 * KIB, 3);
+	assert_false(queued->done);
+	f->piece = false;	/* its result never comes */
+	iotune_wc_end(&f->c, &off, &len, &act);
+	apply(f, &act);
+	assert_failed(queued, EBADF);
+	assert_int_equal(f->dropped, 8 * KIB);
+	/* reserved past the end of file, never written */
+	assert_int_equal(off, 0);
+	assert_int_equal(len, 4 * CAP);
+}
+
+static void test_cancel_leaves_the_queue(void **state)
+{
+	struct fixture *f = *state;
+	struct w *a = NULL;
+	struct w *b = NULL;
+
+	write_at(f, 0, 100, 1);
+	write_at(f, 5 * CAP, 100, 2);
+	a = write_at(f, 10 * CAP, 100, 3);
+	b = write_at(f, 10 * CAP + 100, 100, 4);
+	assert_false(a->done);
+	iotune_wc_cancel(&f->c, &a->op);
+	assert_int_equal(a->op.state, IOTUNE_WC_OP_IDLE);
+	do_piece(f);
+	assert_done(b, 100);
+	assert_false(a->done);
+}
+
+static void test_out_of_memory_is_an_error(void **state)
+{
+	struct fixture *f = *state;
+
+	fail_mallocs = 1;
+	assert_failed(write_at(f, 0, 100, 1), ENOMEM);
+	assert_done(write_at(f, 0, 100, 1), 100);
+}
+
+static void test_zero_length_write(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_done(write_at(f, 100, 0, 1), 0);
+	assert_false(iotune_wc_is_dirty(&f->c));
+	assert_true(iotune_wc_logical_size(&f->c) == 0);
+}
+
+static void test_not_counting(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_stats zero = { 0 };
+
+	f->c.stats = NULL;
+	write_at(f, 0, 100, 1);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_memory_equal(&f->stats, &zero, sizeof(zero));
+	iotune_wc_count_uncached(NULL);
+	iotune_wc_count_uncached(&f->stats);
+	assert_int_equal(f->stats.writes_bypassed, 1);
 }
 
 static void test_read_served_from_memory(void **state)
@@ -333,7 +889,7 @@ static void test_read_served_from_memory(void **state)
 	uint8_t buf[16 * KIB];
 	size_t got = 0;
 
-	assert_int_equal(write_at(f, 0, 8 * KIB, 1, NULL), IOTUNE_WC_ABSORBED);
+	write_at(f, 0, 8 * KIB, 1);
 	assert_true(iotune_wc_read_cached(&f->c, 1 * KIB, buf, 4 * KIB, &got));
 	assert_int_equal(got, 4 * KIB);
 	assert_memory_equal(buf, f->model + 1 * KIB, got);
@@ -343,8 +899,7 @@ static void test_read_served_from_memory(void **state)
 	assert_int_equal(got, 4 * KIB);
 	assert_true(f->stats.read_hits_full == 2);
 	/* partly uncached: the disk must be read */
-	assert_int_equal(write_at(f, 12 * KIB, 1 * KIB, 2, NULL),
-			 IOTUNE_WC_ABSORBED);
+	write_at(f, 12 * KIB, 1 * KIB, 2);
 	assert_false(iotune_wc_read_cached(&f->c, 0, buf, 13 * KIB, &got));
 	assert_false(iotune_wc_read_cached(&f->c, 64 * KIB, buf, 1, &got));
 }
@@ -358,21 +913,15 @@ static void test_read_overlays_disk_and_zero_fills_holes(void **state)
 	memcpy(f->model, f->disk.data, 10 * KIB);
 	f->disk.size = f->model_size = 10 * KIB;
 	iotune_wc_set_disk_size(&f->c, 10 * KIB);
-	assert_int_equal(write_at(f, 2 * KIB, 100, 1, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_int_equal(write_at(f, 30 * KIB, 1 * KIB, 2, NULL),
-			 IOTUNE_WC_ABSORBED);
+	write_at(f, 2 * KIB, 100, 1);
+	write_at(f, 30 * KIB, 1 * KIB, 2);
 	assert_true(iotune_wc_logical_size(&f->c) == 31 * KIB);
 	assert_reads_model(f, 0, 64 * KIB);
 	assert_reads_model(f, 9 * KIB, 5 * KIB);	/* disk, then hole */
 	assert_reads_model(f, 20 * KIB, 11 * KIB);	/* hole, then dirty */
 	assert_true(f->stats.read_hits_overlay >= 2);
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 1), 0);
-	assert_int_equal(f->disk.size, 31 * KIB);
-	assert_memory_equal(f->disk.data, f->model, 10 * KIB);
-	assert_memory_equal(f->disk.data + 30 * KIB, f->model + 30 * KIB,
-			    1 * KIB);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
 }
 
 static void test_snapshot_survives_flush_during_read(void **state)
@@ -383,16 +932,15 @@ static void test_snapshot_survives_flush_during_read(void **state)
 	uint8_t expect[8 * KIB];
 	size_t got;
 
-	assert_int_equal(write_at(f, 0, 8 * KIB, 5, NULL), IOTUNE_WC_ABSORBED);
+	write_at(f, 0, 8 * KIB, 5);
 	memcpy(expect, f->model, sizeof(expect));
 	/* an async read is issued: the disk still has nothing */
-	assert_int_equal(iotune_wc_snapshot_take(&f->c, 0, sizeof(stale), &snap),
-			 0);
+	assert_int_equal(iotune_wc_snapshot_take(&f->c, 0, sizeof(stale),
+						 &snap), 0);
 	assert_non_null(snap);
 	memset(stale, 0, sizeof(stale));
 	/* the data is flushed and leaves the cache before it returns */
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_TIMEOUT,
-					      &f->ops, 1), 0);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_TIMEOUT), 0);
 	assert_false(iotune_wc_is_dirty(&f->c));
 	got = iotune_wc_read_overlay(&f->c, snap, 0, stale, sizeof(stale), 0);
 	assert_int_equal(got, sizeof(stale));
@@ -400,171 +948,6 @@ static void test_snapshot_survives_flush_during_read(void **state)
 	iotune_wc_snapshot_free(snap);
 	assert_int_equal(iotune_wc_snapshot_take(&f->c, 0, 8 * KIB, &snap), 0);
 	assert_null(snap);
-}
-
-static void test_flush_error_is_reported_once_and_data_kept(void **state)
-{
-	struct fixture *f = *state;
-	enum iotune_flush_reason reason;
-	uint8_t buf[KIB];
-	int err = 0;
-
-	assert_int_equal(write_at(f, 0, 8 * KIB, 1, NULL), IOTUNE_WC_ABSORBED);
-	f->disk.fail_errno = ENOSPC;
-	f->disk.fail_count = 1;
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_FSYNC,
-					      &f->ops, 5), ENOSPC);
-	assert_true(f->stats.flush_errors == 1);
-	assert_true(iotune_wc_is_dirty(&f->c));
-	/* the data is still readable, and retried later */
-	assert_reads_model(f, 0, 8 * KIB);
-	assert_true(iotune_wc_deadline(&f->c) == 5 + 1000);
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 6), 0);
-	assert_memory_equal(f->disk.data, f->model, 8 * KIB);
-
-	/* an async flush fails: the next write gets the error, once */
-	assert_int_equal(write_at(f, 0, KIB, 2, NULL), IOTUNE_WC_ABSORBED);
-	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_TIMEOUT, false));
-	iotune_wc_flush_result(&f->c, -1, EIO, 7);
-	assert_false(iotune_wc_flush_in_flight(&f->c));
-	fill(buf, sizeof(buf), 3);
-	assert_int_equal(iotune_wc_write(&f->c, 0, buf, sizeof(buf), 8,
-					 &reason, &err),
-			 IOTUNE_WC_ERROR);
-	assert_int_equal(err, EIO);
-	assert_int_equal(write_at(f, 2 * KIB, KIB, 4, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 9), 0);
-	assert_memory_equal(f->disk.data, f->model, 8 * KIB);
-}
-
-static void test_short_write_and_eintr_are_continued(void **state)
-{
-	struct fixture *f = *state;
-
-	assert_int_equal(write_at(f, 0, 32 * KIB, 1, NULL), IOTUNE_WC_ABSORBED);
-	f->disk.short_by = 20 * KIB;
-	f->disk.eintr_count = 3;
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 1), 0);
-	assert_int_equal(f->disk.writes, 2);
-	assert_true(f->stats.flush_short_writes == 1);
-	assert_memory_equal(f->disk.data, f->model, 32 * KIB);
-
-	/* EINTR forever is an error, not a hang */
-	assert_int_equal(write_at(f, 0, KIB, 2, NULL), IOTUNE_WC_ABSORBED);
-	f->disk.eintr_count = 1000;
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 1), EINTR);
-	f->disk.eintr_count = 0;
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 1), 0);
-	assert_memory_equal(f->disk.data, f->model, 32 * KIB);
-}
-
-static void test_failed_flush_retried_before_newer_data(void **state)
-{
-	struct fixture *f = *state;
-
-	/* old data fails to flush; newer data for the same bytes arrives */
-	assert_int_equal(write_at(f, 0, 4 * KIB, 1, NULL), IOTUNE_WC_ABSORBED);
-	assert_true(iotune_wc_flush_begin(&f->c, IOTUNE_FLUSH_TIMEOUT, false));
-	iotune_wc_flush_result(&f->c, -1, ENOSPC, 2);
-	assert_int_equal(iotune_wc_take_error(&f->c), ENOSPC);
-	assert_int_equal(write_at(f, 1 * KIB, 1 * KIB, 2, NULL),
-			 IOTUNE_WC_ABSORBED);
-	assert_reads_model(f, 0, 4 * KIB);
-	/* the retry writes the old data first, the newer data after it */
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-					      &f->ops, 3), 0);
-	assert_int_equal(f->disk.writes, 2);
-	assert_memory_equal(f->disk.data, f->model, 4 * KIB);
-}
-
-static void test_timeout(void **state)
-{
-	struct fixture *f = *state;
-	enum iotune_flush_reason reason;
-	uint8_t b = 1;
-	int err;
-
-	assert_true(iotune_wc_deadline(&f->c) == 0);
-	assert_int_equal(iotune_wc_write(&f->c, 0, &b, 1, 5000, &reason, &err),
-			 IOTUNE_WC_ABSORBED);
-	assert_int_equal(iotune_wc_write(&f->c, 1, &b, 1, 5500, &reason, &err),
-			 IOTUNE_WC_ABSORBED);
-	assert_true(iotune_wc_deadline(&f->c) == 6000);
-	assert_false(iotune_wc_wants_flush(&f->c, 5999, &reason));
-	assert_true(iotune_wc_wants_flush(&f->c, 6000, &reason));
-	assert_int_equal(reason, IOTUNE_FLUSH_TIMEOUT);
-	assert_true(iotune_wc_flush_begin(&f->c, reason, false));
-	assert_true(iotune_wc_deadline(&f->c) == 0);
-	assert_false(iotune_wc_wants_flush(&f->c, 9000, &reason));
-}
-
-static void test_too_many_extents_is_noncontiguous(void **state)
-{
-	struct fixture *f = *state;
-	enum iotune_flush_reason reason;
-	unsigned i;
-
-	for (i = 0; i < IOTUNE_WC_MAX_EXTENTS; i++) {
-		assert_int_equal(write_at(f, i * 2 * 512, 512, i, NULL),
-				 IOTUNE_WC_ABSORBED);
-	}
-	assert_int_equal(write_at(f, i * 2 * 512, 512, i, &reason),
-			 IOTUNE_WC_FLUSH_FIRST);
-	assert_int_equal(reason, IOTUNE_FLUSH_NONCONTIG);
-	/* filling a gap merges and is still fine */
-	assert_int_equal(write_at(f, 512, 512, 99, NULL), IOTUNE_WC_ABSORBED);
-	assert_reads_model(f, 0, CAP);
-}
-
-static void test_truncate_after_flush(void **state)
-{
-	struct fixture *f = *state;
-
-	assert_int_equal(write_at(f, 0, 20 * KIB, 1, NULL), IOTUNE_WC_ABSORBED);
-	/* the adapter flushes before any size change ... */
-	assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_SIZE_CHANGE,
-					      &f->ops, 1), 0);
-	/* ... then tells the core the new size */
-	f->disk.size = 5 * KIB;
-	f->model_size = 5 * KIB;
-	iotune_wc_set_disk_size(&f->c, 5 * KIB);
-	assert_true(iotune_wc_logical_size(&f->c) == 5 * KIB);
-	assert_reads_model(f, 0, 20 * KIB);
-	assert_true(f->stats.flushes[IOTUNE_FLUSH_SIZE_CHANGE] == 1);
-}
-
-static void test_out_of_memory_is_an_error(void **state)
-{
-	struct fixture *f = *state;
-	struct iotune_wc_snapshot *snap = NULL;
-	enum iotune_flush_reason reason;
-	uint8_t b = 7;
-	int err = 0;
-
-	fail_mallocs = 1;
-	assert_int_equal(iotune_wc_write(&f->c, 0, &b, 1, 1, &reason, &err),
-			 IOTUNE_WC_ERROR);
-	assert_int_equal(err, ENOMEM);
-	assert_int_equal(iotune_wc_write(&f->c, 0, &b, 1, 1, &reason, &err),
-			 IOTUNE_WC_ABSORBED);
-	fail_mallocs = 1;
-	assert_int_equal(iotune_wc_snapshot_take(&f->c, 0, 1, &snap), ENOMEM);
-	assert_null(snap);
-}
-
-static void test_zero_length_write(void **state)
-{
-	struct fixture *f = *state;
-
-	assert_int_equal(write_at(f, 100, 0, 1, NULL), IOTUNE_WC_ABSORBED);
-	assert_false(iotune_wc_is_dirty(&f->c));
-	assert_true(iotune_wc_logical_size(&f->c) == 0);
 }
 
 static void test_flush_size_buckets(void **state)
@@ -583,61 +966,87 @@ static void test_flush_size_buckets(void **state)
 			    "unknown");
 }
 
+/* One step of the randomized test; *lost: the right to cache is gone */
+static void random_step(struct fixture *f, unsigned step, bool *lost)
+{
+	unsigned op = (unsigned)random() % 100;
+	uint64_t off = (uint64_t)random() % (512 * KIB);
+	size_t n = 1 + (size_t)random() % (op < 5 ? 2 * CAP : 9 * KIB);
+	size_t i;
+	size_t busy = 0;
+
+	for (i = 0; i < MAX_OPS; i++) {
+		enum iotune_wc_op_state st = f->w[i].op.state;
+
+		busy += st == IOTUNE_WC_OP_QUEUED || f->w[i].on_disk;
+	}
+	if (busy > MAX_OPS / 2) {
+		settle(f);	/* like a client with a bounded queue depth */
+	}
+	if (op < 55) {
+		submit(f, new_write(f, off, n, step, !*lost));
+	} else if (op < 65 && f->piece) {
+		f->disk.fail_errno = random() % 4 == 0 ? ENOSPC : 0;
+		f->disk.fail_count = f->disk.fail_errno != 0;
+		do_piece(f);
+		f->disk.fail_count = 0;
+	} else if (op < 75) {
+		for (i = 0; i < MAX_OPS; i++) {
+			if (f->w[i].on_disk) {
+				do_disk(f, &f->w[i]);
+				break;
+			}
+		}
+	} else if (op < 90) {
+		assert_reads_model(f, off, n);
+	} else if (op < 94) {
+		barrier(f, IOTUNE_FLUSH_FSYNC);
+	} else if (op < 95 && !*lost && !f->piece && !f->c.failed) {
+		struct iotune_wc_action act;
+
+		/* a break: what it writes cannot fail here (nothing dropped) */
+		*lost = true;
+		iotune_wc_lose_right(&f->c, f->now, &act);
+		apply(f, &act);
+		assert_int_equal(flush_sync(f, IOTUNE_FLUSH_BREAK), 0);
+		assert_false(iotune_wc_is_dirty(&f->c));
+	} else {
+		tick_at(f, f->now + (uint64_t)random() % 3000);
+	}
+}
+
 /*
- * Random writes, reads, flushes (some failing) and size changes against a
- * model of the file: every read and the final disk match the model.
+ * Random writes (small, window sized, overlapping), flush results (some
+ * failing), disk writes completing out of order, barriers, ticks and
+ * reads: every read matches the model of acknowledged writes, and once
+ * everything is settled so does the disk.
  */
 static void test_randomized_against_model(void **state)
 {
 	struct fixture *f = *state;
 	unsigned seed;
 
-	for (seed = 1; seed <= 20; seed++) {
+	for (seed = 1; seed <= 30; seed++) {
+		bool lost = false;
 		unsigned step;
 
+		teardown(state);
+		setup(state);
+		f = *state;
 		srandom(seed);
-		for (step = 0; step < 3000; step++) {
-			unsigned op = (unsigned)random() % 100;
-			uint64_t off = (uint64_t)random() % (512 * KIB);
-			size_t n = 1 + (size_t)random() %
-				   (op < 5 ? 2 * CAP : 9 * KIB);
-
-			if (op < 70) {
-				write_flushing(f, off, n, step);
-			} else if (op < 90) {
-				assert_reads_model(f, off, n);
-			} else if (op < 95) {
-				f->disk.fail_errno = ENOSPC;
-				f->disk.fail_count = (unsigned)random() % 2;
-				(void)iotune_wc_flush_sync(
-					&f->c, IOTUNE_FLUSH_TIMEOUT,
-					&f->ops, 1);
-				f->disk.fail_count = 0;
-				(void)iotune_wc_take_error(&f->c);
-			} else {
-				uint64_t size = (uint64_t)random() %
-						(600 * KIB);
-
-				assert_int_equal(iotune_wc_flush_sync(
-					&f->c, IOTUNE_FLUSH_SIZE_CHANGE,
-					&f->ops, 1), 0);
-				if (size > f->disk.size) {
-					memset(f->disk.data + f->disk.size, 0,
-					       size - f->disk.size);
-				}
-				if (size > f->model_size) {
-					memset(f->model + f->model_size, 0,
-					       size - f->model_size);
-				}
-				f->disk.size = size;
-				f->model_size = size;
-				iotune_wc_set_disk_size(&f->c, size);
-			}
+		for (step = 0; step < 2000; step++) {
+			random_step(f, step, &lost);
 		}
-		assert_int_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_CLOSE,
-						      &f->ops, 1), 0);
-		assert_true(f->disk.size == f->model_size);
-		assert_memory_equal(f->disk.data, f->model, f->model_size);
+		settle(f);
+		f->now += 100000;
+		while (iotune_wc_is_dirty(&f->c) || f->piece) {
+			tick_at(f, f->now);
+			settle(f);
+			f->now += 100000;
+		}
+		(void)iotune_wc_take_error(&f->c);
+		assert_true(iotune_wc_idle(&f->c));
+		assert_disk_is_model(f);
 	}
 }
 
@@ -647,21 +1056,30 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_sequential_writes_coalesce_into_one_flush),
 		T(test_out_of_order_and_overlapping_writes),
-		T(test_write_outside_window_needs_flush),
-		T(test_window_straddling_write_gets_own_window),
-		T(test_large_write_bypasses_after_flushing_overlap),
-		T(test_bypass_in_flight_orders_cached_writes),
+		T(test_writes_wait_behind_a_flush_in_order),
+		T(test_window_sized_writes_pass_straight_through),
+		T(test_large_write_goes_after_the_dirty_data_it_overlaps),
+		T(test_small_write_waits_for_overlapping_disk_write),
+		T(test_barrier_waits_for_older_data),
+		T(test_full_disk_fails_writes_without_spinning),
+		T(test_never_acknowledges_more_than_fits),
+		T(test_reservation_per_window),
+		T(test_sparse_file_reserves_inside),
+		T(test_file_system_that_cannot_reserve),
+		T(test_lost_right_drops_what_fails_and_never_retries),
+		T(test_lost_right_drops_kept_remains),
+		T(test_write_of_a_handle_without_the_right),
+		T(test_short_write_and_eintr_are_continued),
+		T(test_timeout),
+		T(test_too_many_extents_is_noncontiguous),
+		T(test_end_drops_fails_queued_and_releases),
+		T(test_cancel_leaves_the_queue),
+		T(test_out_of_memory_is_an_error),
+		T(test_zero_length_write),
+		T(test_not_counting),
 		T(test_read_served_from_memory),
 		T(test_read_overlays_disk_and_zero_fills_holes),
 		T(test_snapshot_survives_flush_during_read),
-		T(test_flush_error_is_reported_once_and_data_kept),
-		T(test_short_write_and_eintr_are_continued),
-		T(test_failed_flush_retried_before_newer_data),
-		T(test_timeout),
-		T(test_too_many_extents_is_noncontiguous),
-		T(test_truncate_after_flush),
-		T(test_out_of_memory_is_an_error),
-		T(test_zero_length_write),
 		T(test_flush_size_buckets),
 		T(test_randomized_against_model),
 #undef T

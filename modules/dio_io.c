@@ -1,0 +1,183 @@
+/*
+ * iotune - direct I/O execution over plain descriptors (pure core, no
+ * Samba): carries out the plans of dio.c with pread/pwrite on a buffered
+ * descriptor and its O_DIRECT twin.  Blocking; the adapter runs it in
+ * smbd's thread pool (modules/vfs_iotune_dio.c).
+ *
+ * Its loops are not Samba's sys_pread_full()/sys_pwrite_full(): an
+ * O_DIRECT read that ends at the end of file returns an unaligned count,
+ * and the next read at that unaligned offset would fail; and a short
+ * write must report how much it wrote, not -1.
+ *
+ * Copyright (C) iotune authors 2026
+ *
+ * This program is free software; you can redistribute it and/or modify
+ * it under the terms of the GNU General Public License as published by
+ * the Free Software Foundation; either version 3 of the License, or
+ * (at your option) any later version.
+ *
+ * This program is distributed in the hope that it will be useful,
+ * but WITHOUT ANY WARRANTY; without even the implied warranty of
+ * MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+ * GNU General Public License for more details.
+ *
+ * You should have received a copy of the GNU General Public License
+ * along with this program.  If not, see <http://www.gnu.org/licenses/>.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "iotune/dio.h"
+
+/* Reads until n bytes, the end of file, or (direct) an unaligned count */
+static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off,
+			  uint64_t align)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = pread(fd, (char *)buf + done, n - done,
+				  (off_t)(off + done));
+
+		if (r == -1 && errno == EINTR) {
+			continue;
+		}
+		if (r == -1) {
+			return -1;
+		}
+		done += (size_t)r;
+		if (r == 0 || (align != 0 && (size_t)r % align != 0)) {
+			break;
+		}
+	}
+	return (ssize_t)done;
+}
+
+/* Writes n bytes; a failure after some progress returns the progress */
+static ssize_t pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = pwrite(fd, (const char *)buf + done, n - done,
+				   (off_t)(off + done));
+
+		if (r == -1 && errno == EINTR) {
+			continue;
+		}
+		if (r <= 0) {
+			return done > 0 ? (ssize_t)done : -1;
+		}
+		done += (size_t)r;
+	}
+	return (ssize_t)done;
+}
+
+static ssize_t dio_read(struct iotune_dio_io *io)
+{
+	struct iotune_dio_read_plan plan;
+	void *b = io->buf;
+	ssize_t got;
+	uint64_t n;
+
+	iotune_dio_plan_read(&io->align, 0, io->off, io->len,
+			     (uintptr_t)io->buf, &plan);
+	if (plan.bounce) {
+		if (posix_memalign(&b, io->align.memory, plan.len) != 0) {
+			errno = ENOMEM;
+			return -1;
+		}
+		io->bounced = true;
+	}
+	got = pread_full(io->direct_fd, b, plan.len, plan.off,
+			 io->align.offset);
+	if (got < 0) {
+		int err = errno;
+
+		if (b != io->buf) {
+			free(b);
+		}
+		errno = err;
+		return -1;
+	}
+	n = iotune_dio_read_result(&plan, io->len, (uint64_t)got);
+	if (b != io->buf) {
+		memcpy(io->buf, (char *)b + plan.skip, n);
+		free(b);
+	}
+	return (ssize_t)n;
+}
+
+/* The direct middle of a write; its length, or less / -1 */
+static ssize_t dio_write_middle(struct iotune_dio_io *io,
+				const struct iotune_dio_write_plan *plan)
+{
+	const char *src = (const char *)io->buf + plan->head_len;
+	void *mid = (void *)src;
+	ssize_t r;
+
+	if (plan->bounce) {
+		if (posix_memalign(&mid, io->align.memory,
+				   plan->mid_len) != 0) {
+			errno = ENOMEM;
+			return -1;
+		}
+		memcpy(mid, src, plan->mid_len);
+		io->bounced = true;
+	}
+	r = pwrite_full(io->direct_fd, mid, plan->mid_len, plan->mid_off);
+	if (plan->bounce) {
+		int err = errno;
+
+		free(mid);
+		errno = err;
+	}
+	return r;
+}
+
+static ssize_t dio_write(struct iotune_dio_io *io)
+{
+	struct iotune_dio_write_plan plan;
+	const char *src = io->buf;
+	ssize_t r;
+
+	iotune_dio_plan_write(&io->align, 0, io->off, io->len,
+			      (uintptr_t)io->buf, &plan);
+	if (plan.mid_len == 0) {
+		return pwrite_full(io->buffered_fd, src, io->len, io->off);
+	}
+	io->split = plan.head_len > 0 || plan.tail_len > 0;
+	if (plan.head_len > 0) {
+		r = pwrite_full(io->buffered_fd, src, plan.head_len, io->off);
+		if (r != (ssize_t)plan.head_len) {
+			return r;
+		}
+	}
+	r = dio_write_middle(io, &plan);
+	if (r != (ssize_t)plan.mid_len) {
+		if (r <= 0) {
+			return plan.head_len > 0 ? (ssize_t)plan.head_len : -1;
+		}
+		return (ssize_t)plan.head_len + r;
+	}
+	if (plan.tail_len > 0) {
+		r = pwrite_full(io->buffered_fd,
+				src + plan.head_len + plan.mid_len,
+				plan.tail_len, plan.tail_off);
+		if (r != (ssize_t)plan.tail_len) {
+			return (ssize_t)(plan.head_len + plan.mid_len) +
+			       (r > 0 ? r : 0);
+		}
+	}
+	return (ssize_t)io->len;
+}
+
+void iotune_dio_io_run(struct iotune_dio_io *io)
+{
+	errno = 0;
+	io->ret = io->is_write ? dio_write(io) : dio_read(io);
+	io->err = io->ret < 0 ? errno : 0;
+}

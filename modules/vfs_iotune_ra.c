@@ -1,0 +1,242 @@
+/*
+ * iotune: read-ahead and fadvise glue.  The core (modules/readahead.c)
+ * decides per read what to prefetch and what to drop behind a stream;
+ * this file runs readahead(2) and posix_fadvise() in smbd's thread pool
+ * (they may block while they submit I/O, never in the main thread) and
+ * applies the share's and the client's advice at open.
+ *
+ * Copyright (C) iotune authors 2026
+ *
+ * This program is free software; you can redistribute it and/or modify
+ * it under the terms of the GNU General Public License as published by
+ * the Free Software Foundation; either version 3 of the License, or
+ * (at your option) any later version.
+ *
+ * This program is distributed in the hope that it will be useful,
+ * but WITHOUT ANY WARRANTY; without even the implied warranty of
+ * MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+ * GNU General Public License for more details.
+ *
+ * You should have received a copy of the GNU General Public License
+ * along with this program.  If not, see <http://www.gnu.org/licenses/>.
+ */
+
+#include "includes.h"
+#include "smbd/smbd.h"
+#include "smbd/globals.h"
+#include "lib/pthreadpool/pthreadpool_tevent.h"
+
+#include "vfs_iotune.h"
+
+#undef DBGC_CLASS
+#define DBGC_CLASS DBGC_VFS
+
+/* a share's limit lowers the process's, never raises it; 0 is none */
+static uint64_t iotune_lower_limit(uint64_t global, uint64_t share)
+{
+	if (global == 0 || share == 0) {
+		return global == 0 ? share : global;
+	}
+	return MIN(global, share);
+}
+
+/* Where the core counts: the share's counters, or nowhere when off */
+static struct iotune_ra_stats *iotune_ra_stats_of(struct iotune_share *share)
+{
+	static struct iotune_ra_stats discarded;
+
+	return iotune_counting(share) ? &share->stats.ra : &discarded;
+}
+
+/*
+ * Read-ahead and drop-behind.  readahead(2) and posix_fadvise(WILLNEED or
+ * DONTNEED) may block while they submit I/O, so they run in smbd's thread
+ * pool, on a dup() of the file descriptor (the file may be closed before
+ * the job runs).
+ */
+struct iotune_ra_job {
+	int fd;
+	off_t off;
+	off_t len;
+	bool drop;
+};
+
+static void iotune_ra_job_run(void *private_data)
+{
+	struct iotune_ra_job *job = private_data;
+
+	if (job->drop) {
+		(void)posix_fadvise(job->fd, job->off, job->len,
+				    POSIX_FADV_DONTNEED);
+		return;
+	}
+	if (readahead(job->fd, job->off, (size_t)job->len) != 0) {
+		(void)posix_fadvise(job->fd, job->off, job->len,
+				    POSIX_FADV_WILLNEED);
+	}
+}
+
+static void iotune_ra_job_done(struct tevent_req *req)
+{
+	struct iotune_ra_job *job = tevent_req_callback_data(
+		req, struct iotune_ra_job);
+
+	(void)pthreadpool_tevent_job_recv(req);
+	close(job->fd);
+	TALLOC_FREE(job);	/* and req, its child */
+}
+
+static void iotune_ra_submit(struct vfs_handle_struct *handle,
+			     struct files_struct *fsp,
+			     uint64_t off,
+			     uint64_t len,
+			     bool drop)
+{
+	struct iotune_ra_job *job = NULL;
+	struct tevent_req *req = NULL;
+
+	/* on no parent: a job outlives the connection that asked for it */
+	job = talloc(NULL, struct iotune_ra_job);
+	if (job == NULL) {
+		return;
+	}
+	*job = (struct iotune_ra_job) {
+		.fd = dup(fsp_get_io_fd(fsp)),
+		.off = (off_t)off,
+		.len = (off_t)len,
+		.drop = drop,
+	};
+	if (job->fd == -1) {
+		TALLOC_FREE(job);
+		return;
+	}
+	req = pthreadpool_tevent_job_send(job, handle->conn->sconn->ev_ctx,
+					  handle->conn->sconn->pool,
+					  iotune_ra_job_run, job);
+	if (req == NULL) {
+		close(job->fd);
+		TALLOC_FREE(job);
+		return;
+	}
+	tevent_req_set_callback(req, iotune_ra_job_done, job);
+}
+
+/* A read of n bytes at off arrives: prefetch ahead, drop behind. */
+void iotune_ra_on_read(struct vfs_handle_struct *handle,
+		       struct files_struct *fsp,
+		       off_t off,
+		       size_t n)
+{
+	struct iotune_share *share = iotune_share_of(handle);
+	struct iotune_file *file = NULL;
+	struct iotune_ra_action act;
+
+	if (!share->ra_active || off < 0) {
+		return;
+	}
+	file = iotune_file_of(handle, fsp);
+	if (file == NULL || fsp_is_alternate_stream(fsp)) {
+		return;
+	}
+	share->proc->ra_budget.limit = iotune_lower_limit(
+		share->proc->ra_budget_global, share->config.readahead_budget);
+	iotune_ra_read(&share->ra_config, &file->ra, &share->proc->ra_budget,
+		       iotune_ra_stats_of(share), (uint64_t)off, n, &act);
+	if (act.prefetch_len > 0) {
+		iotune_ra_submit(handle, fsp, act.prefetch_off,
+				 act.prefetch_len, false);
+	}
+	if (act.drop_len > 0) {
+		iotune_ra_submit(handle, fsp, act.drop_off, act.drop_len,
+				 true);
+	}
+}
+
+/*
+ * The handle closes: drop what the readers left, free the budget.  This
+ * drop is done here, in the synchronous close: smbd may exit right after
+ * the close, before a job of its thread pool would run.
+ */
+void iotune_ra_on_close(struct vfs_handle_struct *handle,
+			struct files_struct *fsp,
+			struct iotune_file *file)
+{
+	struct iotune_share *share = iotune_share_of(handle);
+	struct iotune_ra_action act;
+	size_t i;
+
+	for (i = 0; i < IOTUNE_RA_STREAMS; i++) {
+		if (iotune_ra_drop_rest(&share->ra_config, &file->ra, i,
+					iotune_ra_stats_of(share), &act)) {
+			(void)posix_fadvise(fsp_get_io_fd(fsp),
+					    (off_t)act.drop_off,
+					    (off_t)act.drop_len,
+					    POSIX_FADV_DONTNEED);
+		}
+	}
+	iotune_ra_close(&file->ra, &share->proc->ra_budget);
+}
+
+/*
+ * The advice for a new open: the share's fadvise option, else what the
+ * read-ahead mode needs (off and adaptive switch Linux's own read-ahead
+ * off with RANDOM), else the client's hint.
+ */
+static int iotune_open_advice(const struct iotune_share *share,
+			      enum iotune_ra_hint hint)
+{
+	switch (share->config.fadvise) {
+	case IOTUNE_FADVISE_NORMAL:
+		return POSIX_FADV_NORMAL;
+	case IOTUNE_FADVISE_SEQUENTIAL:
+		return POSIX_FADV_SEQUENTIAL;
+	case IOTUNE_FADVISE_RANDOM:
+		return POSIX_FADV_RANDOM;
+	case IOTUNE_FADVISE_NOREUSE:
+		return POSIX_FADV_NOREUSE;
+	default:
+		break;
+	}
+	if (share->config.readahead == IOTUNE_RA_OFF ||
+	    share->config.readahead == IOTUNE_RA_ADAPTIVE) {
+		return POSIX_FADV_RANDOM;
+	}
+	if (hint == IOTUNE_RA_HINT_SEQUENTIAL) {
+		return POSIX_FADV_SEQUENTIAL;
+	}
+	if (hint == IOTUNE_RA_HINT_RANDOM) {
+		return POSIX_FADV_RANDOM;
+	}
+	return -1;
+}
+
+void iotune_apply_advice(struct iotune_share *share, int fd,
+			 enum iotune_ra_hint hint)
+{
+	int advice = iotune_open_advice(share, hint);
+
+	if (advice == -1 || fd == -1) {
+		return;
+	}
+	/* these advices only set flags on the open file: they never block */
+	if (posix_fadvise(fd, 0, 0, advice) == 0 && iotune_counting(share)) {
+		share->stats.fadvise_calls++;
+	}
+}
+
+/* The share's read-ahead settings, from its options */
+void iotune_ra_share_init(struct iotune_share *share)
+{
+	share->ra_config = (struct iotune_ra_config) {
+		.mode = (enum iotune_ra_mode)share->config.readahead,
+		.fixed_offset = share->config.readahead_offset,
+		.fixed_size = share->config.readahead_size,
+		.initial_window = MIN(128 * 1024,
+				      share->config.readahead_max),
+		.max_window = share->config.readahead_max,
+		.drop_behind = share->config.drop_behind,
+	};
+	share->ra_active = share->config.drop_behind ||
+			   share->config.readahead == IOTUNE_RA_FIXED ||
+			   share->config.readahead == IOTUNE_RA_ADAPTIVE;
+}
