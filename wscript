@@ -136,6 +136,20 @@ def build(bld):
 
     bld.install_files('${PREFIX}/bin', ['tools/iotune-stat'], chmod=0o755)
 
+    # a test-only module below iotune that fails writes on demand; the
+    # integration tests install it next to iotune.so, ./waf install never
+    fault_env = bld.env.derive()
+    fault_env.cshlib_PATTERN = '%s.so'
+    bld(features='c cshlib', source='tests/vfs/vfs_iotune_fault.c',
+        target='tests/vfs/iotune_fault', env=fault_env, install_path=None,
+        use='TALLOC TEVENT',
+        includes=samba_includes(bld),
+        defines=SAMBA_DEFINES[:-1] +
+        ['vfs_iotune_fault_init=samba_init_module'],
+        cflags=['-Wno-sign-compare', '-Wno-unused-parameter'],
+        linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
+        lib=[':' + x for x in SAMBA_PRIVATE_LIBS])
+
     # a scriptable SMB2 client for the integration tests (leases, breaks,
     # FLUSH, truncate: what python3-samba lacks)
     bld(features='c cprogram', source='tests/clients/smb2_script.c',

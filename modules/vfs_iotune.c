@@ -433,7 +433,7 @@ static int iotune_ftruncate(struct vfs_handle_struct *handle,
 			    struct files_struct *fsp,
 			    off_t offset)
 {
-	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_SIZE_CHANGE);
+	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_SIZE_CHANGE, false);
 	int ret;
 
 	if (err != 0) {
@@ -453,7 +453,7 @@ static int iotune_fallocate(struct vfs_handle_struct *handle,
 			    off_t offset,
 			    off_t len)
 {
-	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_SIZE_CHANGE);
+	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_SIZE_CHANGE, false);
 	int ret;
 
 	if (err != 0) {
@@ -477,7 +477,7 @@ static int iotune_fntimes(struct vfs_handle_struct *handle,
 			  struct files_struct *fsp,
 			  struct smb_file_time *ft)
 {
-	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_TIMES);
+	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_TIMES, false);
 
 	if (err != 0) {
 		errno = err;
@@ -546,7 +546,7 @@ static NTSTATUS iotune_durable_disconnect(struct vfs_handle_struct *handle,
 					  TALLOC_CTX *mem_ctx,
 					  DATA_BLOB *new_cookie)
 {
-	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_DISCONNECT);
+	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_DISCONNECT, false);
 
 	if (err != 0) {
 		return map_nt_error_from_unix(err);

@@ -131,7 +131,8 @@ void iotune_cache_disk_done(struct iotune_cache *cache,
 			    ssize_t ret,
 			    int err);
 int iotune_flush_for(struct files_struct *fsp,
-		     enum iotune_flush_reason reason);
+		     enum iotune_flush_reason reason,
+		     bool report);
 void iotune_cache_note_disk_write(struct files_struct *fsp,
 				  uint64_t off,
 				  ssize_t written);

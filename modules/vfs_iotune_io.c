@@ -215,7 +215,7 @@ ssize_t iotune_pwrite(struct vfs_handle_struct *handle,
 	ssize_t ret;
 	int err;
 
-	err = iotune_flush_for(fsp, IOTUNE_FLUSH_SYNC_IO);
+	err = iotune_flush_for(fsp, IOTUNE_FLUSH_SYNC_IO, true);
 	if (err != 0) {
 		errno = err;
 		return -1;
@@ -242,7 +242,7 @@ ssize_t iotune_recvfile(struct vfs_handle_struct *handle,
 	ssize_t ret;
 	int err;
 
-	err = iotune_flush_for(tofsp, IOTUNE_FLUSH_SYNC_IO);
+	err = iotune_flush_for(tofsp, IOTUNE_FLUSH_SYNC_IO, true);
 	if (err != 0) {
 		errno = err;
 		return -1;
@@ -422,7 +422,8 @@ ssize_t iotune_sendfile(struct vfs_handle_struct *handle,
 			off_t offset,
 			size_t n)
 {
-	int err = iotune_flush_for(fromfsp, IOTUNE_FLUSH_SENDFILE);
+	int err = iotune_flush_for(fromfsp, IOTUNE_FLUSH_SENDFILE,
+				   false);
 
 	if (err != 0) {
 		errno = err;

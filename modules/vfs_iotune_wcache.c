@@ -618,10 +618,13 @@ void iotune_caches_counting(struct iotune_process *p)
 
 /*
  * Before a call that works on the file directly (size changes, times,
- * sendfile, sync I/O): write everything out and wait for it.
+ * sendfile, sync I/O): write everything out and wait for it.  A write
+ * (report) also hears of data that was dropped earlier, like the next
+ * write, flush or close does.
  */
 int iotune_flush_for(struct files_struct *fsp,
-		     enum iotune_flush_reason reason)
+		     enum iotune_flush_reason reason,
+		     bool report)
 {
 	struct iotune_cache *cache = iotune_cache_of(fsp);
 	int err;
@@ -630,7 +633,7 @@ int iotune_flush_for(struct files_struct *fsp,
 		return 0;
 	}
 	err = iotune_cache_flush_now(cache, reason);
-	if (err == 0) {
+	if (err == 0 && report) {
 		err = iotune_wc_take_error(&cache->wc);
 	}
 	iotune_cache_maybe_release(cache);

@@ -344,13 +344,10 @@ static uint64_t drop_active(struct iotune_wcache *c)
 	return bytes;
 }
 
-/* Records a flush error for the next caller and the log, rate-limited. */
+/* Records a flush error for the log, rate-limited. */
 static void note_error(struct iotune_wcache *c, int err, uint64_t now_ms,
 		       struct iotune_wc_action *act)
 {
-	if (c->error == 0) {
-		c->error = err;
-	}
 	c->last_err = err;
 	WC_COUNT(c, flush_errors, 1);
 	if (now_ms >= c->log_next_ms) {
@@ -381,6 +378,10 @@ static enum piece_result piece_failed(struct iotune_wcache *c, int err,
 		uint64_t bytes = c->flushing.ext[c->flush_idx].len -
 				 c->flush_pos;
 
+		/* data is gone: the next write, barrier or close hears it */
+		if (c->error == 0) {
+			c->error = err;
+		}
 		WC_COUNT(c, bytes_dropped, bytes);
 		act->dropped += bytes;
 		act->drop_err = err;
@@ -579,6 +580,24 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 	return true;
 }
 
+/*
+ * The remains of a failed flush go first: the op waits for a retry, and
+ * fails with its error when the flush it waited for failed.
+ */
+static bool step_retry(struct iotune_wcache *c, struct iotune_wc_op *op,
+		       struct iotune_wc_action *act)
+{
+	if (op->waited) {
+		if (op->kind == IOTUNE_WC_OP_WRITE) {
+			WC_COUNT(c, writes_failed, 1);
+		}
+		op_complete(c, op, -1, c->last_err, act);
+		return true;
+	}
+	begin_flush(c, IOTUNE_FLUSH_RETRY, act);
+	return false;
+}
+
 static bool step_write(struct iotune_wcache *c, struct iotune_wc_op *op,
 		       uint64_t now_ms, struct iotune_wc_action *act)
 {
@@ -591,9 +610,7 @@ static bool step_write(struct iotune_wcache *c, struct iotune_wc_op *op,
 		c->lost = true;
 	}
 	if (c->failed) {
-		/* the remains of a failed flush go first: retry them now */
-		begin_flush(c, IOTUNE_FLUSH_RETRY, act);
-		return false;
+		return step_retry(c, op, act);
 	}
 	if (op->n == 0) {
 		WC_COUNT(c, writes_cached, 1);
@@ -614,6 +631,9 @@ static bool step_barrier(struct iotune_wcache *c, struct iotune_wc_op *op,
 	if (c->error != 0) {
 		op_complete(c, op, -1, iotune_wc_take_error(c), act);
 		return true;
+	}
+	if (c->failed) {
+		return step_retry(c, op, act);
 	}
 	if (iotune_wc_is_dirty(c) || c->flush_in_flight) {
 		begin_flush(c, op->reason, act);
@@ -669,6 +689,8 @@ static void run(struct iotune_wcache *c, uint64_t now_ms,
 		} else {
 			moved = step_barrier(c, op, act);
 		}
+		/* a flush it waits for that fails, fails it */
+		op->waited |= !moved && c->flush_in_flight;
 	}
 	flush_if_due(c, now_ms, act);
 	act->tick_ms = next_tick(c);
@@ -684,6 +706,7 @@ void iotune_wc_submit(struct iotune_wcache *c,
 		WC_COUNT(c, writes_total, 1);
 	}
 	op->state = IOTUNE_WC_OP_QUEUED;
+	op->waited = false;
 	op->ret = 0;
 	op->err = 0;
 	op_append(&c->queue, op);
@@ -810,6 +833,9 @@ void iotune_wc_lose_right(struct iotune_wcache *c,
 		/* never retried once another opener may have written */
 		act->dropped += drop_flushing(c);
 		act->drop_err = c->last_err;
+		if (c->error == 0) {
+			c->error = c->last_err;
+		}
 	}
 	act->tick_ms = next_tick(c);
 }

@@ -28,14 +28,15 @@
  * Rules in short:
  * - A write is absorbed only when its space is reserved on disk (io->
  *   reserve, e.g. fallocate with KEEP_SIZE): what was acknowledged fits.
- * - A flush that fails keeps its data and is retried with a backoff; its
- *   error fails the next write, barrier or close.  While it is not
- *   written, every new write first retries it, so a full disk fails
- *   writes like a share without the cache, and nothing spins.
+ * - A flush that fails keeps its data and is retried with a backoff.
+ *   While it is not written, every write or barrier first retries it and
+ *   fails with the error when that retry fails, so a failing disk fails
+ *   requests like a share without the cache, and nothing spins.  A close
+ *   (iotune_wc_flush_sync()) fails when the data cannot be written.
  * - Once the right to cache is lost (iotune_wc_lose_right()), nothing
  *   is absorbed; data that fails to be written then is dropped (another
- *   opener may have written newer data) and the error is kept for the
- *   next write, barrier or close.
+ *   opener may have written newer data), and the error is kept for the
+ *   next write, barrier or close (iotune_wc_take_error()).
  */
 
 #ifndef IOTUNE_WCACHE_H
@@ -155,6 +156,7 @@ struct iotune_wc_op {
 	ssize_t ret;		/* DONE: bytes written (0 for a barrier) */
 	int err;		/* DONE with ret -1: the errno */
 	void *private_data;	/* the caller's */
+	bool waited;		/* the core's: it waited for a flush */
 };
 
 struct iotune_wc_params {
@@ -180,7 +182,7 @@ struct iotune_wcache {
 	bool failed;			/* flushing holds unwritten remains */
 	uint64_t retry_at_ms;		/* ... tried again then */
 	uint64_t backoff_ms;
-	int error;			/* not yet reported flush error */
+	int error;			/* dropped data not yet reported */
 	int last_err;			/* the last flush error */
 	bool lost;			/* may no longer cache */
 	bool no_reserve;		/* the file system cannot reserve */
@@ -279,15 +281,14 @@ void iotune_wc_lose_right(struct iotune_wcache *c,
 /*
  * Writes everything dirty through io->pwrite before returning, for
  * synchronous callers; no flush may be in flight.  Returns 0 or the
- * errno of a failure, which also stays pending for the next write,
- * barrier or close unless taken with iotune_wc_take_error().
+ * errno of a failure in this call.
  */
 int iotune_wc_flush_sync(struct iotune_wcache *c,
 			 enum iotune_flush_reason reason,
 			 uint64_t now_ms,
 			 struct iotune_wc_action *act);
 
-/* Takes (and clears) a flush error not yet reported; 0 when none. */
+/* Takes (and clears) the error of dropped data not yet reported. */
 int iotune_wc_take_error(struct iotune_wcache *c);
 
 /*

@@ -11,12 +11,19 @@
  *   read OFF LEN           -> ok HEX
  *   flush | truncate SIZE | close | echo
  *   break MS               -> ok none | ok oplock L | ok lease S->N
- *                             (waits up to MS for a break)
+ *                             (waits up to MS for a break not yet
+ *                             reported, also with autoack)
  *   ack                    -> acknowledges the last break
  *   use N                  -> later commands act on handle slot N (0-7)
  *   pump write|read TOTAL BLOCK DEPTH
  *                          -> ok BYTES USEC  (DEPTH requests in flight)
  *   autoack                -> acknowledge every later break at once
+ *   settime NTTIME         -> SET_INFO FileBasicInformation: LastWriteTime
+ *   getinfo                -> ok size=N mtime=NTTIME (the open handle)
+ *   stat NAME              -> ok size=N (a stat open: CREATE with
+ *                             FILE_READ_ATTRIBUTES only, then CLOSE)
+ *   list PATTERN           -> ok NAME=SIZE ... (the share's root)
+ *   leasekey HEX32         -> later lease opens use this lease key
  *   quit
  *
  * A dummy SMB2 BREAK request is kept pending all the time: smbXcli drops
@@ -47,7 +54,9 @@ struct client {
 	uint64_t fid_volatile;
 	struct smb2_lease_key lease_key;
 	struct tevent_req *break_req;
-	bool got_break;
+	bool got_break;		/* a break not yet acknowledged */
+	unsigned breaks_seen;
+	unsigned breaks_reported;
 	bool break_is_lease;
 	uint8_t break_oplock;
 	uint32_t break_cur;
@@ -95,6 +104,7 @@ static void client_break_done(struct tevent_req *req)
 	if (NT_STATUS_IS_OK(status)) {
 		body = (const uint8_t *)iov[1].iov_base;
 		c->got_break = true;
+		c->breaks_seen++;
 		if (SVAL(body, 0) == 0x2C) {
 			c->break_is_lease = true;
 			c->break_flags = IVAL(body, 4);
@@ -431,29 +441,31 @@ static void cmd_close(struct client *c, TALLOC_CTX *mem_ctx)
 static void break_timer(struct tevent_context *ev, struct tevent_timer *te,
 			struct timeval now, void *private_data)
 {
-	bool *expired = private_data;
+	struct tevent_timer **timer = private_data;
 
-	*expired = true;
+	*timer = NULL;	/* tevent frees a timer that fired */
 }
 
 static void cmd_break(struct client *c, TALLOC_CTX *mem_ctx, unsigned ms)
 {
-	bool expired = false;
 	struct tevent_timer *te = NULL;
 
 	te = tevent_add_timer(c->ev, mem_ctx,
 			      tevent_timeval_current_ofs(ms / 1000,
 							 (ms % 1000) * 1000),
-			      break_timer, &expired);
-	while (!c->got_break && !expired) {
+			      break_timer, &te);
+	while (c->breaks_seen == c->breaks_reported && te != NULL) {
 		if (tevent_loop_once(c->ev) != 0) {
 			break;
 		}
 	}
 	TALLOC_FREE(te);
-	if (!c->got_break) {
+	if (c->breaks_seen == c->breaks_reported) {
 		printf("ok none\n");
-	} else if (c->break_is_lease) {
+		return;
+	}
+	c->breaks_reported = c->breaks_seen;
+	if (c->break_is_lease) {
 		printf("ok lease %u->%u\n", c->break_cur, c->break_new);
 	} else {
 		printf("ok oplock %u\n", c->break_oplock);
@@ -508,6 +520,190 @@ static NTSTATUS echo_recv(struct tevent_req *req)
 	return smb2cli_echo_recv(req);
 }
 
+static NTSTATUS set_info_recv(struct tevent_req *req)
+{
+	return smb2cli_set_info_recv(req);
+}
+
+/* SET_INFO FileBasicInformation with only LastWriteTime set */
+static void cmd_settime(struct client *c, TALLOC_CTX *mem_ctx,
+			uint64_t nttime)
+{
+	uint8_t buf[40] = { 0 };
+	DATA_BLOB blob = data_blob_const(buf, sizeof(buf));
+	struct tevent_req *req = NULL;
+
+	SBVAL(buf, 16, nttime);
+	req = smb2cli_set_info_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				    c->cli->smb2.session, c->cli->smb2.tcon,
+				    SMB2_0_INFO_FILE,
+				    FSCC_FILE_BASIC_INFORMATION, &blob, 0,
+				    c->fid_persistent, c->fid_volatile);
+	print_status(c, req, set_info_recv);
+}
+
+/* GETINFO FileNetworkOpenInformation of the open handle */
+static void cmd_getinfo(struct client *c, TALLOC_CTX *mem_ctx)
+{
+	struct tevent_req *req = NULL;
+	DATA_BLOB out = data_blob_null;
+	NTSTATUS status;
+
+	req = smb2cli_query_info_send(mem_ctx, c->ev, c->cli->conn,
+				      c->timeout, c->cli->smb2.session,
+				      c->cli->smb2.tcon, SMB2_0_INFO_FILE,
+				      FSCC_FILE_NETWORK_OPEN_INFORMATION,
+				      0xffff, NULL, 0, 0, c->fid_persistent,
+				      c->fid_volatile);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_query_info_recv(req, mem_ctx, &out);
+	}
+	if (NT_STATUS_IS_OK(status) && out.length < 56) {
+		status = NT_STATUS_INVALID_NETWORK_RESPONSE;
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	printf("ok size=%llu mtime=%llu\n",
+	       (unsigned long long)BVAL(out.data, 40),
+	       (unsigned long long)BVAL(out.data, 16));
+}
+
+/* Opens name with fixed arguments; false (and "err") on failure */
+static bool open_plain(struct client *c, TALLOC_CTX *mem_ctx,
+		       const char *name, uint32_t access,
+		       uint32_t create_options, uint64_t *fid_p,
+		       uint64_t *fid_v, struct smb_create_returns *cr)
+{
+	struct tevent_req *req = NULL;
+	NTSTATUS status;
+
+	req = smb2cli_create_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				  c->cli->smb2.session, c->cli->smb2.tcon,
+				  name, SMB2_OPLOCK_LEVEL_NONE,
+				  SMB2_IMPERSONATION_IMPERSONATION, access,
+				  FILE_ATTRIBUTE_NORMAL,
+				  FILE_SHARE_READ | FILE_SHARE_WRITE |
+				  FILE_SHARE_DELETE, FILE_OPEN,
+				  create_options, NULL);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_create_recv(req, fid_p, fid_v, cr, mem_ctx,
+					     NULL);
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return false;
+	}
+	return true;
+}
+
+static void close_plain(struct client *c, TALLOC_CTX *mem_ctx,
+			uint64_t fid_p, uint64_t fid_v)
+{
+	struct tevent_req *req = NULL;
+
+	req = smb2cli_close_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				 c->cli->smb2.session, c->cli->smb2.tcon, 0,
+				 fid_p, fid_v);
+	(void)client_wait(c, req);
+}
+
+/* A stat open: what CREATE says of the file's size */
+static void cmd_stat(struct client *c, TALLOC_CTX *mem_ctx,
+		     const char *name)
+{
+	struct smb_create_returns cr = { 0 };
+	uint64_t fid_p;
+	uint64_t fid_v;
+
+	if (!open_plain(c, mem_ctx, name, SEC_FILE_READ_ATTRIBUTE, 0,
+			&fid_p, &fid_v, &cr)) {
+		return;
+	}
+	close_plain(c, mem_ctx, fid_p, fid_v);
+	printf("ok size=%llu\n", (unsigned long long)cr.end_of_file);
+}
+
+/* FileDirectoryInformation entries of the share's root: NAME=SIZE */
+static void print_dir_entries(TALLOC_CTX *mem_ctx, const uint8_t *p,
+			      uint32_t len)
+{
+	uint32_t pos = 0;
+
+	while (pos + 64 <= len) {
+		uint32_t next = IVAL(p, pos);
+		uint32_t name_len = IVAL(p, pos + 60);
+		char *name = NULL;
+		size_t converted = 0;
+
+		if (pos + 64 + name_len > len) {
+			break;
+		}
+		if (convert_string_talloc(mem_ctx, CH_UTF16LE, CH_UNIX,
+					  p + pos + 64, name_len, &name,
+					  &converted)) {
+			printf(" %s=%llu", name,
+			       (unsigned long long)BVAL(p, pos + 40));
+		}
+		if (next == 0) {
+			break;
+		}
+		pos += next;
+	}
+}
+
+static void cmd_list(struct client *c, TALLOC_CTX *mem_ctx,
+		     const char *pattern)
+{
+	struct smb_create_returns cr = { 0 };
+	struct tevent_req *req = NULL;
+	uint8_t *data = NULL;
+	uint32_t len = 0;
+	uint64_t fid_p;
+	uint64_t fid_v;
+	NTSTATUS status;
+
+	if (!open_plain(c, mem_ctx, "", SEC_DIR_LIST | SEC_FILE_READ_ATTRIBUTE,
+			FILE_DIRECTORY_FILE, &fid_p, &fid_v, &cr)) {
+		return;
+	}
+	req = smb2cli_query_directory_send(mem_ctx, c->ev, c->cli->conn,
+					   c->timeout, c->cli->smb2.session,
+					   c->cli->smb2.tcon,
+					   SMB2_FIND_DIRECTORY_INFO, 0, 0,
+					   fid_p, fid_v, pattern, 65536);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_query_directory_recv(req, mem_ctx, &data,
+						      &len);
+	}
+	close_plain(c, mem_ctx, fid_p, fid_v);
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	printf("ok");
+	print_dir_entries(mem_ctx, data, len);
+	printf("\n");
+}
+
+static void cmd_leasekey(struct client *c, const char *hex)
+{
+	DATA_BLOB key = strhex_to_data_blob(NULL, hex);
+
+	if (key.length != sizeof(c->lease_key.data)) {
+		printf("err a lease key is 32 hex digits\n");
+		data_blob_free(&key);
+		return;
+	}
+	memcpy(c->lease_key.data, key.data, key.length);
+	data_blob_free(&key);
+	printf("ok\n");
+}
+
 static void run_command(struct client *c, char *line)
 {
 	TALLOC_CTX *frame = talloc_stackframe();
@@ -553,6 +749,16 @@ static void run_command(struct client *c, char *line)
 		cmd_break(c, frame, (unsigned)strtoul(words[1], NULL, 10));
 	} else if (strcmp(words[0], "ack") == 0) {
 		cmd_ack(c, frame);
+	} else if (strcmp(words[0], "settime") == 0 && n == 2) {
+		cmd_settime(c, frame, strtoull(words[1], NULL, 10));
+	} else if (strcmp(words[0], "getinfo") == 0) {
+		cmd_getinfo(c, frame);
+	} else if (strcmp(words[0], "stat") == 0 && n == 2) {
+		cmd_stat(c, frame, words[1]);
+	} else if (strcmp(words[0], "list") == 0 && n == 2) {
+		cmd_list(c, frame, words[1]);
+	} else if (strcmp(words[0], "leasekey") == 0 && n == 2) {
+		cmd_leasekey(c, words[1]);
 	} else if (strcmp(words[0], "autoack") == 0) {
 		c->autoack = true;
 		printf("ok\n");

@@ -33,18 +33,23 @@ def module_path():
 
 
 def install_module():
-    """Installs build/iotune.so where smbd 4.17 looks for it (it refuses
-    paths in 'vfs objects').  A new inode each time, so running smbds keep
-    the copy they mapped."""
-    built = os.path.join(REPO, 'build', 'iotune.so')
-    if not os.path.isfile(built):
-        raise RuntimeError('%s is missing: run ./waf build first' % built)
+    """Installs build/iotune.so, and the test-only fault module
+    iotune_fault.so, where smbd 4.17 looks for them (it refuses paths in
+    'vfs objects').  A new inode each time, so running smbds keep the
+    copy they mapped."""
     dest = module_path()
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    tmp = dest + '.tmp'
-    shutil.copyfile(built, tmp)
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, dest)
+    for built, name in [('iotune.so', 'iotune.so'),
+                        ('tests/vfs/iotune_fault.so', 'iotune_fault.so')]:
+        built = os.path.join(REPO, 'build', built)
+        if not os.path.isfile(built):
+            raise RuntimeError('%s is missing: run ./waf build first' %
+                               built)
+        target = os.path.join(os.path.dirname(dest), name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = target + '.tmp'
+        shutil.copyfile(built, tmp)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, target)
     return dest
 
 
@@ -319,9 +324,12 @@ class ScriptClient:
 
     BINARY = os.path.join(REPO, 'build', 'tests', 'clients', 'smb2-script')
 
-    def __init__(self, smbd, share):
+    def __init__(self, smbd, share, conf=None):
+        """conf: a client smb.conf instead of the server's (for example
+        one with 'libsmb:client_guid')"""
         self.proc = subprocess.Popen(
-            [self.BINARY, smbd.conf, smbd.address, share, USER, PASSWORD],
+            [self.BINARY, conf or smbd.conf, smbd.address, share, USER,
+             PASSWORD],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, bufsize=1)
         ready = self.proc.stdout.readline()
@@ -373,6 +381,29 @@ class ScriptClient:
     def ack(self):
         self.call('ack')
 
+    def settime(self, nttime):
+        """SET_INFO FileBasicInformation with LastWriteTime only"""
+        self.call('settime %d' % nttime)
+
+    def getinfo(self):
+        """(EndOfFile, LastWriteTime) of the open handle"""
+        words = dict(w.split('=') for w in self.call('getinfo').split())
+        return int(words['size']), int(words['mtime'])
+
+    def stat(self, name):
+        """EndOfFile as a stat open (CREATE with FILE_READ_ATTRIBUTES)
+        of name reports it"""
+        return int(self.call('stat %s' % name).split('=')[1])
+
+    def list(self, pattern='*'):
+        """{name: EndOfFile} of the share's root"""
+        out = self.call('list %s' % pattern).split()
+        return {k: int(v) for k, v in (w.rsplit('=', 1) for w in out)}
+
+    def leasekey(self, key):
+        """later lease opens use this 16-byte lease key"""
+        self.call('leasekey %s' % key.hex())
+
     def use(self, slot):
         """later calls act on handle slot (0-7) of this connection"""
         self.call('use %d' % slot)
@@ -382,6 +413,42 @@ class ScriptClient:
             self.proc.stdin.write('quit\n')
             self.proc.stdin.close()
             self.proc.wait(10)
+
+
+def client_conf(smbd, path, **params):
+    """A client smb.conf: the server's plus params (e.g. a fixed
+    libsmb:client_guid)"""
+    with open(smbd.conf) as f:
+        text = f.read()
+    extra = ''.join('\t%s = %s\n' % kv for kv in params.items())
+    text = text.replace('[global]\n', '[global]\n' + extra, 1)
+    with open(path, 'w') as f:
+        f.write(text)
+    return path
+
+
+def cpu_seconds(pids):
+    """user + system CPU time the processes used so far"""
+    ticks = os.sysconf('SC_CLK_TCK')
+    total = 0
+    for pid in pids:
+        try:
+            with open('/proc/%d/stat' % pid) as f:
+                fields = f.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def mount_tmpfs(path, size):
+    os.makedirs(path, exist_ok=True)
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%s' % size,
+                    'tmpfs', path], check=True)
+
+
+def umount(path):
+    subprocess.run(['umount', '-l', path])
 
 
 def scratch_dir(prefix):

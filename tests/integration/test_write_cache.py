@@ -6,7 +6,6 @@
 
 import os
 import random
-import subprocess
 import threading
 import time
 
@@ -334,46 +333,3 @@ def test_cached_data_reaches_disk_on_flush(smbd):
         assert f.read() == b'x' * 100
     client.close()
     client.quit()
-
-
-@pytest.fixture
-def full_disk_smbd(request, tmp_path):
-    mount = tmp_path / 'small-fs'
-    mount.mkdir()
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=256k', 'tmpfs',
-                    str(mount)], check=True)
-    request.addfinalizer(lambda: subprocess.run(['umount', '-l',
-                                                 str(mount)]))
-    return start_smbd(request, {
-        'full': {'path': str(mount), 'vfs objects': 'iotune',
-                 'iotune:write cache size': '64K'},
-    })
-
-
-def test_flush_error_reaches_the_client(full_disk_smbd):
-    """ENOSPC during a flush fails a later write, flush or close; the
-    data is never dropped silently."""
-    smbd = full_disk_smbd
-    client = harness.ScriptClient(smbd, 'full')
-    assert client.open('big.bin', 'batch')[0] == OPLOCK_BATCH
-    errors = []
-    acked = 0
-    for off in range(0, 512 * KIB, 4 * KIB):
-        try:
-            client.write(off, b'z' * 4 * KIB)
-            acked = off + 4 * KIB
-        except RuntimeError as e:
-            errors.append(str(e))
-            break
-    for op in (client.flush, client.close):
-        try:
-            op()
-        except RuntimeError as e:
-            errors.append(str(e))
-    client.quit()
-    assert errors, 'a full disk was never reported'
-    assert any('DISK_FULL' in e for e in errors), errors
-    log = smbd.log_text()
-    assert 'No space left on device' in log
-    print('acknowledged %d bytes before the error; errors: %s' %
-          (acked, errors))

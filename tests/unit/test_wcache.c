@@ -552,12 +552,12 @@ static void test_barrier_waits_for_older_data(void **state)
 }
 
 /*
- * A full disk: the flush fails, the data stays, the next write fails with
- * the error; every later write first retries the old data and fails the
- * same way while the disk is full, so nothing spins and nothing more is
- * acknowledged; once space is back, everything is written in order.
+ * A failing disk: the flush fails and its data stays; every later write
+ * first retries the old data and fails with the error when the retry
+ * fails, so nothing more is acknowledged and nothing spins; once the
+ * disk works again, everything is written in order.
  */
-static void test_full_disk_fails_writes_without_spinning(void **state)
+static void test_failing_disk_fails_writes_without_spinning(void **state)
 {
 	struct fixture *f = *state;
 	struct w *w = NULL;
@@ -573,8 +573,6 @@ static void test_full_disk_fails_writes_without_spinning(void **state)
 	assert_int_equal(f->stats.flush_errors, 1);
 	assert_int_equal(f->logged, 1);
 	assert_int_equal(f->tick, f->now + 100);	/* backoff */
-	w = write_at(f, CAP, 4 * KIB, 99);
-	assert_failed(w, ENOSPC);	/* the error, reported once */
 	for (i = 0; i < 20; i++) {
 		w = write_at(f, CAP + i * 4 * KIB, 4 * KIB, i);
 		assert_false(w->done);	/* the old data is retried first */
@@ -583,11 +581,17 @@ static void test_full_disk_fails_writes_without_spinning(void **state)
 		assert_failed(w, ENOSPC);
 	}
 	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_RETRY], 20);
+	assert_int_equal(f->stats.writes_failed, 20);
 	assert_int_equal(f->logged, 1);	/* rate-limited */
 	assert_int_equal(f->stats.bytes_absorbed, CAP);
 	/* the retry timer backs off, up to its maximum */
 	assert_int_equal(f->tick, f->now + 10000);
-	/* space comes back: the retry works, the next write is absorbed */
+	/* a barrier fails the same way; the data is still kept */
+	w = barrier(f, IOTUNE_FLUSH_FSYNC);
+	do_piece(f);
+	assert_failed(w, ENOSPC);
+	assert_true(iotune_wc_is_dirty(&f->c));
+	/* the disk works again: a timed retry writes it, writes go on */
 	f->disk.fail_count = 0;
 	f->now += 20000;
 	tick_at(f, f->now);
@@ -598,13 +602,33 @@ static void test_full_disk_fails_writes_without_spinning(void **state)
 	assert_done(w, 4 * KIB);
 	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
 	assert_disk_is_model(f);
+	/* nothing was dropped, so there is nothing to report */
+	assert_int_equal(iotune_wc_take_error(&f->c), 0);
 	/* a line says how many failures were not logged */
 	f->disk.fail_errno = EIO;
 	f->disk.fail_count = 1;
 	write_at(f, 0, 1, 1);
 	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_FSYNC), EIO);
 	assert_int_equal(f->logged, 2);
-	assert_int_equal(f->log_repeats, 20);
+	assert_int_equal(f->log_repeats, 21);
+}
+
+/* A retry that works: the write waiting for it goes on, no error */
+static void test_retry_that_works_reports_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	write_at(f, 0, 100, 1);
+	f->disk.fail_errno = ENOSPC;
+	f->disk.fail_count = 1;
+	tick_at(f, f->now + 1000);	/* the timed flush fails */
+	do_piece(f);
+	assert_true(iotune_wc_is_dirty(&f->c));
+	w = barrier(f, IOTUNE_FLUSH_FSYNC);	/* SMB2 FLUSH: retried */
+	do_piece(f);
+	assert_done(w, 0);
+	assert_disk_is_model(f);
 }
 
 /* Reservations: what is acknowledged always fits on the disk. */
@@ -1061,7 +1085,8 @@ int main(void)
 		T(test_large_write_goes_after_the_dirty_data_it_overlaps),
 		T(test_small_write_waits_for_overlapping_disk_write),
 		T(test_barrier_waits_for_older_data),
-		T(test_full_disk_fails_writes_without_spinning),
+		T(test_failing_disk_fails_writes_without_spinning),
+		T(test_retry_that_works_reports_nothing),
 		T(test_never_acknowledges_more_than_fits),
 		T(test_reservation_per_window),
 		T(test_sparse_file_reserves_inside),

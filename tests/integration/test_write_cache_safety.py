@@ -1,0 +1,459 @@
+# The write cache on a hostile week (issue #10), against a real smbd: full
+# disks, failed flushes, a lost right to cache, timestamps, sizes, a
+# killed smbd, one lease across processes.  Each test compares with a
+# share without iotune where that says what "right" is.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+import harness
+from conftest import start_smbd
+
+KIB = 1024
+MIB = 1024 * KIB
+OPLOCK_BATCH = 0x09
+LEASE_RWH = 0x07
+
+
+def iotune(**options):
+    params = {'vfs objects': 'iotune'}
+    params.update({'iotune:' + k.replace('_', ' '): v
+                   for k, v in options.items()})
+    return params
+
+
+@pytest.fixture(scope='module')
+def smbd(request):
+    work = harness.scratch_dir('safety-fs-')
+    mounts = {}
+    for name, size in [('tiny_plain', '256k'), ('tiny_64k', '256k'),
+                       ('tiny_1m', '256k'), ('full8', '8m')]:
+        mounts[name] = os.path.join(work, name)
+        harness.mount_tmpfs(mounts[name], size)
+    request.addfinalizer(lambda: [harness.umount(m)
+                                  for m in mounts.values()])
+    control = os.path.join(work, 'fault-control')
+    open(control, 'w').close()
+    same = os.path.join(work, 'same-path')
+    os.makedirs(same)
+    fault = dict(iotune(write_cache_flush_timeout='60s'))
+    fault.update({'vfs objects': 'iotune iotune_fault',
+                  'iotune_fault:control': control})
+    shares = {
+        'tiny_plain': {'path': mounts['tiny_plain']},
+        'tiny_64k': dict(iotune(write_cache_size='64K'),
+                         path=mounts['tiny_64k']),
+        'tiny_1m': dict(iotune(), path=mounts['tiny_1m']),
+        'full8': dict(iotune(), path=mounts['full8']),
+        'fault': fault,
+        'plain': {},
+        'cached': iotune(write_cache_flush_timeout='60s'),
+        'sizes': iotune(write_cache_flush_timeout='2s'),
+        'crash': iotune(write_cache_flush_timeout='1s'),
+        'nostrict': dict(iotune(write_cache_flush_timeout='60s'),
+                         **{'strict sync': 'no'}),
+        'same_iotune': dict(iotune(write_cache_flush_timeout='60s'),
+                            path=same),
+        'same_plain': {'path': same},
+    }
+    s = start_smbd(request, shares)
+    s.control = control
+    return s
+
+
+def fault(smbd, rule):
+    """sets the fault module's rule (empty: no faults)"""
+    with open(smbd.control + '.tmp', 'w') as f:
+        f.write(rule + '\n' if rule else '')
+    os.rename(smbd.control + '.tmp', smbd.control)
+
+
+def read_file(smbd, share, name):
+    with open(os.path.join(smbd.share_path(share), name), 'rb') as f:
+        return f.read()
+
+
+def write_until_error(client, total, block, data_seed=7):
+    """writes block-sized pieces until one fails: (acked data, error)"""
+    acked = bytearray()
+    for off in range(0, total, block):
+        piece = bytes([(data_seed + off // block) % 251]) * block
+        try:
+            client.write(off, piece)
+        except RuntimeError as e:
+            return bytes(acked), str(e)
+        acked += piece
+    return bytes(acked), None
+
+
+def open_breaking(writer, open_fn):
+    """Runs open_fn() in a thread: its open breaks the oplock or lease of
+    writer (with autoack on), which acknowledges while it waits for the
+    break.  Returns what open_fn returned."""
+    result = {}
+    opener = threading.Thread(
+        target=lambda: result.setdefault('r', open_fn()))
+    opener.start()
+    assert writer.wait_break(10000) != 'none'
+    writer.echo()           # the ack is on the wire before the echo
+    opener.join(60)
+    assert 'r' in result, 'the opener did not get in'
+    return result['r']
+
+
+def child_cpu(smbd):
+    return harness.cpu_seconds(smbd.child_pids())
+
+
+def flush_error_lines(smbd):
+    return len(re.findall(r'writing cached data of .* failed',
+                          smbd.log_text()))
+
+
+# 1. A full disk: the client gets DISK_FULL, smbd does not spin, the log
+#    is not flooded.
+
+def test_full_disk_fails_the_write_and_smbd_stays_idle(smbd):
+    """16 MiB of 4 KiB writes under a batch oplock to an 8 MiB tmpfs"""
+    client = harness.ScriptClient(smbd, 'full8')
+    assert client.open('big.bin', 'batch')[0] == OPLOCK_BATCH
+    acked, error = write_until_error(client, 16 * MIB, 4 * KIB)
+    assert error is not None and 'DISK_FULL' in error, error
+    cpu = child_cpu(smbd)
+    time.sleep(3)
+    idle_cpu = child_cpu(smbd) - cpu
+    print('acknowledged %d bytes; CPU of smbd in 3 idle seconds after '
+          'the error: %.2f s' % (len(acked), idle_cpu))
+    assert idle_cpu < 0.5, 'smbd spins after a full disk'
+    # every acknowledged byte is readable by another client
+    client.call('autoack')
+    reader = harness.ScriptClient(smbd, 'full8')
+    open_breaking(client, lambda: reader.open('big.bin', 'none'))
+    got = b''
+    while True:
+        piece = reader.read(len(got), MIB)
+        if not piece:
+            break
+        got += piece
+    reader.close()
+    reader.quit()
+    assert got == acked
+    client.close()
+    client.quit()
+
+
+def test_failing_flushes_fail_writes_back_off_and_log_rarely(smbd):
+    """Flushes fail (the disk says ENOSPC although space was reserved):
+    the next write gets DISK_FULL, every later write retries the old data
+    first and fails the same way, no retry loop runs in between, one log
+    line; when the disk recovers, every acknowledged byte is written."""
+    fault(smbd, 'pwrite ENOSPC')
+    client = harness.ScriptClient(smbd, 'fault')
+    try:
+        assert client.open('failing.bin', 'batch')[0] == OPLOCK_BATCH
+        lines = flush_error_lines(smbd)
+        acked, error = write_until_error(client, 4 * MIB, 4 * KIB)
+        assert error is not None and 'DISK_FULL' in error, error
+        errors = 1
+        for i in range(50):
+            try:
+                client.write(len(acked) + i * 4 * KIB, b'x' * 4 * KIB)
+            except RuntimeError as e:
+                assert 'DISK_FULL' in str(e)
+                errors += 1
+        assert errors == 51, 'a write was acknowledged on a full disk'
+        cpu = child_cpu(smbd)
+        time.sleep(3)
+        idle_cpu = child_cpu(smbd) - cpu
+        new_lines = flush_error_lines(smbd) - lines
+        print('acknowledged %d bytes, then %d writes failed; %d log '
+              'lines; CPU in 3 idle s: %.2f' %
+              (len(acked), errors, new_lines, idle_cpu))
+        assert idle_cpu < 0.5
+        assert 1 <= new_lines <= 2
+        fault(smbd, '')
+        client.flush()
+        assert read_file(smbd, 'fault', 'failing.bin') == acked
+        client.close()
+    finally:
+        fault(smbd, '')
+        client.quit()
+
+
+# 2. Never acknowledge more than the disk holds.
+
+@pytest.mark.parametrize('share', ['tiny_64k', 'tiny_1m'])
+def test_never_acknowledges_more_than_fits(smbd, share):
+    """256 KiB tmpfs: what iotune acknowledges, a second client reads;
+    never more than a share without iotune acknowledges."""
+    results = {}
+    for s in ['tiny_plain', share]:
+        client = harness.ScriptClient(smbd, s)
+        client.open('fill.bin', 'batch')
+        acked, error = write_until_error(client, 1 * MIB, 4 * KIB)
+        assert error is not None and 'DISK_FULL' in error, (s, error)
+        reader = harness.ScriptClient(smbd, s)
+        client.call('autoack')
+        open_breaking(client, lambda: reader.open('fill.bin', 'none'))
+        got = reader.read(0, len(acked) + 4 * KIB)
+        reader.close()
+        reader.quit()
+        results[s] = (len(acked), len(got))
+        assert got == acked, '%s: %d acknowledged, %d readable' % (
+            s, len(acked), len(got))
+        client.close()
+        client.quit()
+    print('acknowledged / readable bytes: %s' % results)
+    assert results[share][0] <= results['tiny_plain'][0]
+
+
+# 3. A failed break flush never overwrites a newer write of another
+#    client later, and the error reaches the writer.
+
+@pytest.mark.parametrize('errname,status', [('ENOSPC', 'DISK_FULL'),
+                                            ('EIO', 'IO_DEVICE_ERROR')])
+def test_failed_break_flush_never_overwrites_newer_data(smbd, errname,
+                                                       status):
+    name = 'lost-%s.bin' % errname
+    a = harness.ScriptClient(smbd, 'fault')
+    b = harness.ScriptClient(smbd, 'fault')
+    try:
+        a.call('autoack')
+        assert a.open(name, 'batch')[0] == OPLOCK_BATCH
+        data = bytes(range(256)) * (512 * KIB // 256)
+        for off in range(0, len(data), 64 * KIB):
+            a.write(off, data[off:off + 64 * KIB])
+        assert read_file(smbd, 'fault', name) == b''    # all cached
+        fault(smbd, 'pwrite %s after %d' % (errname, 200 * KIB))
+        # B breaks A: A's flush fails part-way
+        open_breaking(a, lambda: b.open(name, 'none'))
+        fault(smbd, '')             # space comes back
+        b.write(400 * KIB, b'B' * 16)
+        assert b.read(400 * KIB, 16) == b'B' * 16
+        with pytest.raises(RuntimeError) as e:
+            a.close()
+        assert status in str(e.value)
+        on_disk = read_file(smbd, 'fault', name)
+        assert on_disk[400 * KIB:400 * KIB + 16] == b'B' * 16
+        assert on_disk[:200 * KIB] == data[:200 * KIB]
+        b.close()
+        log = smbd.log_text()
+        assert 'could not be written' in log and 'are lost' in log
+    finally:
+        fault(smbd, '')
+        a.quit()
+        b.quit()
+
+
+# 4. LastWriteTime set before close is kept.
+
+NT_2020 = 132223104000000000        # 2020-01-01 00:00:00 UTC
+
+
+@pytest.mark.parametrize('oplock', ['batch', 'lease'])
+def test_write_time_set_before_close_is_kept(smbd, oplock):
+    mtimes = {}
+    for share in ['plain', 'cached']:
+        c = harness.ScriptClient(smbd, share)
+        c.open('copied-%s.bin' % oplock, oplock)
+        c.write(0, b'data of a copied file' * 100)
+        c.settime(NT_2020)
+        c.write(100, b'more')       # a copy tool may write after it too
+        c.close()
+        c.quit()
+        path = os.path.join(smbd.share_path(share),
+                            'copied-%s.bin' % oplock)
+        mtimes[share] = int(os.stat(path).st_mtime)
+    print('mtime after close: %s' % mtimes)
+    assert mtimes['plain'] == 1577836800
+    assert mtimes['cached'] == mtimes['plain']
+
+
+# 5. Sizes: everything the writer's smbd serves shows the cached data;
+#    other processes see it within the flush timeout.
+
+@pytest.mark.parametrize('oplock', ['batch', 'lease'])
+def test_sizes_with_cached_data(smbd, oplock):
+    name = 'sized-%s.bin' % oplock
+    path = os.path.join(smbd.share_path('sizes'), name)
+    w = harness.ScriptClient(smbd, 'sizes')
+    other = harness.ScriptClient(smbd, 'sizes')
+    w.open(name, oplock)
+    w.truncate(0)
+    w.write(0, b'z' * 5000)
+    written = time.monotonic()
+    assert os.path.getsize(path) == 0               # still cached
+    assert w.getinfo()[0] == 5000
+    assert w.stat(name) == 5000                     # a stat open
+    assert w.list(name)[name] == 5000               # a directory listing
+    # another client, another smbd process: at most the flush timeout
+    seen = None
+    while time.monotonic() - written < 10:
+        if other.stat(name) == 5000 and os.path.getsize(path) == 5000:
+            seen = time.monotonic() - written
+            break
+        time.sleep(0.1)
+    print('%s: another process saw the size after %.1f s (flush timeout '
+          '2 s)' % (oplock, seen or -1))
+    assert seen is not None and seen < 2 + 1.5
+    w.close()
+    other.quit()
+    w.quit()
+
+
+# 6. A killed smbd: FLUSH and the timeout make data survive; with
+#    "strict sync = no" nothing is cached.
+
+def kill_child(smbd, client):
+    """kills (-9) the smbd child that serves client's connection"""
+    before = set(smbd.child_pids())
+    assert before
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    client.proc.kill()
+    client.proc.wait()
+
+
+@pytest.mark.parametrize('share,how', [('crash', 'flush'),
+                                       ('crash', 'timeout'),
+                                       ('nostrict', 'flush')])
+def test_acknowledged_data_survives_kill_9(smbd, share, how):
+    name = 'kill-%s-%s.bin' % (share, how)
+    c = harness.ScriptClient(smbd, share)
+    c.open(name, 'batch')
+    data = os.urandom(8 * 64 * KIB)
+    for off in range(0, len(data), 64 * KIB):
+        c.write(off, data[off:off + 64 * KIB])
+    if how == 'flush':
+        c.flush()
+    else:
+        time.sleep(1 + 1)           # the flush timeout, and some
+    kill_child(smbd, c)
+    assert read_file(smbd, share, name) == data
+
+
+def test_strict_sync_no_is_not_cached(smbd):
+    c = harness.ScriptClient(smbd, 'nostrict')
+    c.open('nostrict.bin', 'batch')
+    c.write(0, b'on disk at once')
+    assert read_file(smbd, 'nostrict', 'nostrict.bin') == b'on disk at once'
+    c.close()
+    c.quit()
+    assert 'strict sync = no' in smbd.log_text()
+
+
+def test_what_a_kill_loses_is_bounded(smbd):
+    """Without FLUSH, a kill -9 loses at most the data of the last flush
+    timeout: never more than two windows of a file (one being written,
+    one being filled)."""
+    c = harness.ScriptClient(smbd, 'crash')
+    c.open('exposure.bin', 'batch')
+    data = os.urandom(3 * MIB + 12345)
+    for off in range(0, len(data), 64 * KIB):
+        c.write(off, data[off:off + 64 * KIB])
+    kill_child(smbd, c)
+    on_disk = read_file(smbd, 'crash', 'exposure.bin')
+    assert data.startswith(on_disk[:len(on_disk)])
+    lost = len(data) - len(on_disk)
+    print('kill -9 right after 3 MiB of writes: %d bytes lost (window 1 '
+          'MiB)' % lost)
+    assert on_disk == data[:len(on_disk)]
+    assert lost <= 2 * MIB
+
+
+# 7. One lease through two handles the cache cannot see.
+
+def test_same_lease_through_a_share_without_iotune(smbd, tmp_path):
+    """Same client GUID and lease key on [same_iotune] and [same_plain]
+    (one path): smbd passes both connections to one process and sends no
+    break; the handle on the share without iotune must read every byte
+    and its write must not be overwritten later."""
+    conf = harness.client_conf(
+        smbd, str(tmp_path / 'client.conf'),
+        **{'libsmb:client_guid': '8f1e2f49-6a1d-4a6c-9f34-3c0b0d9d1a01'})
+    key = bytes(range(16))
+    a = harness.ScriptClient(smbd, 'same_iotune', conf=conf)
+    b = harness.ScriptClient(smbd, 'same_plain', conf=conf)
+    a.leasekey(key)
+    b.leasekey(key)
+    assert a.open('shared-lease.bin', 'lease')[1] & 0x2
+    a.truncate(0)
+    a.write(0, b'A' * 8192)
+    assert b.open('shared-lease.bin', 'lease')[1] & 0x2
+    assert a.wait_break(300) == 'none'      # one lease: no break
+    assert b.read(0, 8192) == b'A' * 8192
+    b.write(100, b'B' * 10)
+    a.write(5000, b'C' * 10)
+    a.close()
+    b.close()
+    want = bytearray(b'A' * 8192)
+    want[100:110] = b'B' * 10
+    want[5000:5010] = b'C' * 10
+    assert read_file(smbd, 'same_plain', 'shared-lease.bin') == want
+    a.quit()
+    b.quit()
+
+
+@pytest.fixture(scope='module')
+def smbd_no_multichannel(request):
+    return start_smbd(request, {
+        'cached': iotune(write_cache_flush_timeout='60s'),
+    }, global_params={'server multi channel support': 'no'})
+
+
+def test_same_lease_from_two_processes(smbd_no_multichannel, tmp_path):
+    """Without multichannel, two connections of one client GUID are two
+    smbd processes sharing one lease without a break: the second must
+    read what the first acknowledged, and the first must never write
+    stale data over the second's write."""
+    smbd = smbd_no_multichannel
+    conf = harness.client_conf(
+        smbd, str(tmp_path / 'client.conf'),
+        **{'libsmb:client_guid': '8f1e2f49-6a1d-4a6c-9f34-3c0b0d9d1a02'})
+    key = bytes(range(16, 32))
+    a = harness.ScriptClient(smbd, 'cached', conf=conf)
+    b = harness.ScriptClient(smbd, 'cached', conf=conf)
+    assert len(smbd.child_pids()) >= 2
+    a.leasekey(key)
+    b.leasekey(key)
+    assert a.open('two-procs.bin', 'lease')[1] & 0x2
+    a.truncate(0)
+    a.write(0, b'A' * 8192)
+    assert b.open('two-procs.bin', 'lease')[1] & 0x2
+    assert a.wait_break(300) == 'none'
+    assert b.read(0, 8192) == b'A' * 8192
+    b.write(100, b'B' * 10)
+    a.close()
+    b.close()
+    want = bytearray(b'A' * 8192)
+    want[100:110] = b'B' * 10
+    assert read_file(smbd, 'cached', 'two-procs.bin') == want
+    assert 'multi channel' in smbd.log_text()
+    a.quit()
+    b.quit()
+
+
+# The test client itself: "break" answers "none", also with autoack.
+
+def test_client_reports_no_break_and_breaks_with_autoack(smbd):
+    a = harness.ScriptClient(smbd, 'plain')
+    a.call('autoack')
+    a.open('client-break.bin', 'batch')
+    assert a.wait_break(200) == 'none'
+    b = harness.ScriptClient(smbd, 'plain')
+    opened = threading.Thread(target=lambda: b.open('client-break.bin',
+                                                    'none'))
+    opened.start()
+    assert a.wait_break(10000).startswith('oplock')
+    opened.join(30)
+    a.close()
+    b.close()
+    a.quit()
+    b.quit()
