@@ -46,6 +46,7 @@ UNIT_TESTS = {
     'readahead': [],
     'dio': [],
     'dio_probe': ['-Wl,--wrap=statx'],
+    'dio_io': [],
 }
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',

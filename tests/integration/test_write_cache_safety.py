@@ -368,6 +368,32 @@ def test_what_a_kill_loses_is_bounded(smbd):
     assert lost <= 2 * MIB
 
 
+def test_slow_writer_loses_at_most_the_last_flush_timeout(smbd):
+    """4 KiB every 50 ms (a document saved slowly), flush timeout 1 s:
+    a kill -9 loses only what was written in about the last second,
+    whatever the window size."""
+    c = harness.ScriptClient(smbd, 'crash')
+    c.open('slow.bin', 'batch')
+    data = os.urandom(60 * 4 * KIB)
+    written = []
+    for off in range(0, len(data), 4 * KIB):
+        c.write(off, data[off:off + 4 * KIB])
+        written.append((time.monotonic(), off + 4 * KIB))
+        time.sleep(0.05)
+    killed = time.monotonic()
+    kill_child(smbd, c)
+    on_disk = read_file(smbd, 'crash', 'slow.bin')
+    assert on_disk == data[:len(on_disk)]
+    # older than the timeout and 1 s of slack: must be in the file
+    must = max([end for t, end in written if killed - t > 2.0] or [0])
+    print('slow writer, kill -9: %d of %d bytes in the file, %d lost '
+          '(written in the last %.1f s)' %
+          (len(on_disk), len(data), len(data) - len(on_disk),
+           killed - min([t for t, end in written if end > len(on_disk)]
+                        or [killed])))
+    assert len(on_disk) >= must
+
+
 # 7. One lease through two handles the cache cannot see.
 
 def test_same_lease_through_a_share_without_iotune(smbd, tmp_path):
