@@ -63,12 +63,21 @@ static void iotune_pwrite_finish(struct tevent_req *req,
 	tevent_req_done(req);
 }
 
+/*
+ * Freed while its copy into the cache is in flight (smbd's shutdown):
+ * refuse, like vfs_default does for a job of its pool, and free it when
+ * the copy is done (iotune_pwrite_complete).
+ */
 static int iotune_pwrite_state_destructor(struct iotune_pwrite_state *state)
 {
-	if (state->cache != NULL) {
-		iotune_cache_cancel(state->cache, &state->op);
-		state->cache = NULL;
+	if (state->cache == NULL) {
+		return 0;
 	}
+	if (!iotune_cache_cancel(state->cache, &state->op)) {
+		state->op.private_data = NULL;
+		return -1;
+	}
+	state->cache = NULL;
 	return 0;
 }
 
@@ -127,6 +136,17 @@ void iotune_pwrite_dispatch(struct iotune_wc_op *op)
 /* The write cache is done with a write: absorbed, or failed */
 void iotune_pwrite_complete(struct iotune_wc_op *op)
 {
+	struct iotune_pwrite_state *orphan = NULL;
+
+	if (op->private_data == NULL) {
+		/* its request was freed while the copy was in flight */
+		orphan = talloc_get_type_abort(
+			(char *)op - offsetof(struct iotune_pwrite_state, op),
+			struct iotune_pwrite_state);
+		talloc_set_destructor(orphan, NULL);
+		TALLOC_FREE(orphan);
+		return;
+	}
 	iotune_pwrite_finish(op->private_data, op->ret, op->err);
 }
 

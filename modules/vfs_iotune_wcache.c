@@ -32,12 +32,20 @@
  */
 
 #include "includes.h"
+#include <sched.h>
 #include "smbd/smbd.h"
+#include "smbd/globals.h"
+#include "lib/pthreadpool/pthreadpool_tevent.h"
 
 #include "vfs_iotune.h"
 
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
+
+/* writes of at least this are copied into the cache in the thread pool */
+#define IOTUNE_COPY_IN_POOL (64 * 1024)
+
+struct iotune_copy_job;
 
 /* The dirty data of one file in this process */
 struct iotune_cache {
@@ -54,9 +62,27 @@ struct iotune_cache {
 	struct tevent_timer *tick_timer;
 	uint64_t tick_ms;
 	struct tevent_immediate *wake_im;
+	struct iotune_copy_job *copies;	/* copies into it in flight */
 	unsigned sync;			/* synchronous callers using it */
 	bool lost;			/* written out for a lost right */
 	bool ending;
+};
+
+/*
+ * A large write copied into the cache by a thread of smbd's pool, so
+ * that the main thread does not spend its time in memcpy.  The job tells
+ * it is done through an atomic flag too: a synchronous wait (close, a
+ * break) cannot run the main event loop, so it waits for the flag.
+ */
+struct iotune_copy_job {
+	struct iotune_copy_job *prev, *next;	/* in cache->copies */
+	struct iotune_cache *cache;
+	struct iotune_wc_op *op;
+	void *dst;
+	const void *src;
+	size_t n;
+	int copied;			/* atomic: the memcpy is done */
+	bool finished;			/* the core knows it */
 };
 
 /* A request that waits until older data is on disk (fsync, copies) */
@@ -69,6 +95,9 @@ struct iotune_barrier {
 
 static void iotune_cache_apply(struct iotune_cache *cache,
 			       const struct iotune_wc_action *act);
+static void iotune_cache_copy(struct iotune_cache *cache,
+			      struct iotune_wc_op *op);
+static void iotune_cache_maybe_release(struct iotune_cache *cache);
 
 struct iotune_wcache *iotune_cache_core(struct iotune_cache *cache)
 {
@@ -285,6 +314,93 @@ static void iotune_flush_piece_done(struct tevent_req *subreq)
 	iotune_cache_maybe_release(cache);
 }
 
+static void iotune_copy_run(void *private_data)
+{
+	struct iotune_copy_job *job = private_data;
+
+	memcpy(job->dst, job->src, job->n);
+	__atomic_store_n(&job->copied, 1, __ATOMIC_RELEASE);
+}
+
+/* The copy landed: the core absorbs the write. */
+static void iotune_copy_finish(struct iotune_copy_job *job)
+{
+	struct iotune_cache *cache = job->cache;
+	struct iotune_wc_action act;
+
+	job->finished = true;
+	DLIST_REMOVE(cache->copies, job);
+	iotune_wc_copy_done(&cache->wc, job->op, iotune_now_ms(), &act);
+	iotune_cache_apply(cache, &act);
+}
+
+static void iotune_copy_job_done(struct tevent_req *subreq)
+{
+	struct iotune_copy_job *job = tevent_req_callback_data(
+		subreq, struct iotune_copy_job);
+	int ret = pthreadpool_tevent_job_recv(subreq);
+
+	TALLOC_FREE(subreq);
+	if (!job->finished) {
+		struct iotune_cache *cache = job->cache;
+
+		if (ret != 0) {
+			iotune_copy_run(job);	/* the pool could not */
+		}
+		iotune_copy_finish(job);
+		iotune_cache_maybe_release(cache);
+	}
+	TALLOC_FREE(job);
+}
+
+/* Starts the copy of a write into the cache in smbd's thread pool */
+static void iotune_cache_copy(struct iotune_cache *cache,
+			      struct iotune_wc_op *op)
+{
+	struct smbd_server_connection *sconn = cache->files->handle->conn->sconn;
+	struct iotune_copy_job *job = NULL;
+	struct tevent_req *subreq = NULL;
+
+	/* on no parent: its completion may come after the cache ended */
+	job = talloc_zero(NULL, struct iotune_copy_job);
+	if (job != NULL) {
+		*job = (struct iotune_copy_job) {
+			.cache = cache, .op = op, .dst = op->copy_dst,
+			.src = op->data, .n = op->n,
+		};
+		subreq = pthreadpool_tevent_job_send(job, cache->proc->ev,
+						     sconn->pool,
+						     iotune_copy_run, job);
+	}
+	if (subreq == NULL) {
+		struct iotune_copy_job inline_job = {
+			.cache = cache, .op = op, .dst = op->copy_dst,
+			.src = op->data, .n = op->n,
+		};
+
+		TALLOC_FREE(job);
+		iotune_copy_run(&inline_job);
+		DLIST_ADD(cache->copies, &inline_job);
+		iotune_copy_finish(&inline_job);
+		return;
+	}
+	DLIST_ADD_END(cache->copies, job);
+	tevent_req_set_callback(subreq, iotune_copy_job_done, job);
+}
+
+/* A synchronous caller waits for the copies in flight to land. */
+static void iotune_cache_wait_copies(struct iotune_cache *cache)
+{
+	while (cache->copies != NULL) {
+		struct iotune_copy_job *job = cache->copies;
+
+		while (!__atomic_load_n(&job->copied, __ATOMIC_ACQUIRE)) {
+			sched_yield();
+		}
+		iotune_copy_finish(job);
+	}
+}
+
 /*
  * Carries out an action of the core: the flush piece, writes to send to
  * disk, the timer.  Completed requests are completed from an immediate
@@ -303,6 +419,9 @@ static void iotune_cache_apply(struct iotune_cache *cache,
 	while ((op = iotune_wc_next_to_disk(&cache->wc)) != NULL) {
 		iotune_pwrite_dispatch(op);
 	}
+	while ((op = iotune_wc_next_to_copy(&cache->wc)) != NULL) {
+		iotune_cache_copy(cache, op);
+	}
 	if (act->done) {
 		tevent_schedule_immediate(cache->wake_im, cache->proc->ev,
 					  iotune_cache_wake_handler, cache);
@@ -318,11 +437,14 @@ void iotune_cache_submit(struct iotune_cache *cache, struct iotune_wc_op *op)
 	iotune_cache_apply(cache, &act);
 }
 
-void iotune_cache_cancel(struct iotune_cache *cache, struct iotune_wc_op *op)
+bool iotune_cache_cancel(struct iotune_cache *cache, struct iotune_wc_op *op)
 {
-	iotune_wc_cancel(&cache->wc, op);
+	if (!iotune_wc_cancel(&cache->wc, op)) {
+		return false;	/* its copy is in flight */
+	}
 	/* what waited behind it may go on now */
 	iotune_cache_arm_tick(cache, iotune_now_ms());
+	return true;
 }
 
 void iotune_cache_disk_done(struct iotune_cache *cache,
@@ -380,14 +502,18 @@ static int iotune_cache_flush_now(struct iotune_cache *cache,
 	cache->sync++;
 	cache->proc->sync++;
 	do {
-		while (cache->flush_subreq != NULL) {
-			iotune_smbd_run_flush_ev_once(cache->proc);
+		while (cache->flush_subreq != NULL || cache->copies != NULL) {
+			iotune_cache_wait_copies(cache);
+			if (cache->flush_subreq != NULL) {
+				iotune_smbd_run_flush_ev_once(cache->proc);
+			}
 		}
 		err = iotune_wc_flush_sync(&cache->wc, reason,
 					   iotune_now_ms(), &act);
 		iotune_cache_apply(cache, &act);
 	} while (err == 0 && (iotune_wc_is_dirty(&cache->wc) ||
-			      cache->flush_subreq != NULL));
+			      cache->flush_subreq != NULL ||
+			      cache->copies != NULL));
 	cache->sync--;
 	cache->proc->sync--;
 	if (iotune_counting(cache->share)) {
@@ -449,6 +575,7 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	uint64_t len;
 
 	SMB_ASSERT(cache->flush_subreq == NULL && cache->sync == 0);
+	iotune_cache_wait_copies(cache);
 	TALLOC_FREE(cache->tick_timer);
 	cache->ending = true;
 	iotune_wc_end(&cache->wc, &off, &len, &act);
@@ -478,6 +605,7 @@ static void iotune_cache_end(struct iotune_cache *cache)
 static void iotune_cache_maybe_release(struct iotune_cache *cache)
 {
 	if (cache->ending || cache->flush_subreq != NULL ||
+	    cache->copies != NULL ||
 	    !iotune_wc_idle(&cache->wc)) {
 		return;
 	}
@@ -498,6 +626,7 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 	struct iotune_wc_params params = {
 		.capacity = share->config.write_cache_size,
 		.timeout_ms = share->config.write_cache_flush_timeout_ms,
+		.copy_size = IOTUNE_COPY_IN_POOL,
 	};
 	SMB_STRUCT_STAT st;
 

@@ -1,8 +1,10 @@
 /*
- * iotune - per-file write cache: the queue of operations, flushes,
- * errors, the lost right to cache and space reservation (pure core, no
- * Samba).  Buffers, extents and reads are in wcache_buf.c; the rules are
- * summed up in include/iotune/wcache.h and explained in docs/design.md.
+ * iotune - per-file write cache: the queue of operations and what each
+ * one needs (absorb, copy, go to disk, wait, fail), windows and their
+ * reservation (pure core, no Samba).  Flushes and their errors are in
+ * wcache_flush.c, buffers, extents and reads in wcache_buf.c; the rules
+ * are summed up in include/iotune/wcache.h and explained in
+ * docs/design.md.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -24,17 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wcache_buf.h"
-
-/* consecutive EINTR/EAGAIN results before a flush piece counts as failed */
-#define WC_MAX_EINTR 16
-
-/* a failed flush is tried again after this, doubling up to the maximum */
-#define WC_RETRY_MIN_MS 100
-#define WC_RETRY_MAX_MS 10000
-
-/* at most one log line per cache in this time; the rest are counted */
-#define WC_LOG_INTERVAL_MS 10000
+#include "wcache_priv.h"
 
 /* reservations are made in whole blocks of this size */
 #define WC_RESERVE_ALIGN 4096
@@ -126,6 +118,16 @@ static void op_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
 	act->to_disk = true;
 }
 
+/* op leaves the queue: the caller copies its data into the cache */
+static void op_to_copy(struct iotune_wcache *c, struct iotune_wc_op *op,
+		       struct iotune_wc_action *act)
+{
+	op_remove(&c->queue, op);
+	op->state = IOTUNE_WC_OP_TO_COPY;
+	op_append(&c->to_copy, op);
+	act->to_copy = true;
+}
+
 static void op_complete(struct iotune_wcache *c, struct iotune_wc_op *op,
 			ssize_t ret, int err, struct iotune_wc_action *act)
 {
@@ -192,7 +194,13 @@ bool iotune_wc_idle(const struct iotune_wcache *c)
 {
 	return !iotune_wc_is_dirty(c) && !c->flush_in_flight &&
 	       c->queue == NULL && c->to_disk == NULL && c->on_disk == NULL &&
-	       c->done == NULL && c->error == 0;
+	       !iotune_wc_copies_in_flight(c) && c->done == NULL &&
+	       c->error == 0;
+}
+
+bool iotune_wc_copies_in_flight(const struct iotune_wcache *c)
+{
+	return c->to_copy != NULL || c->copying != NULL;
 }
 
 void iotune_wc_set_disk_size(struct iotune_wcache *c, uint64_t size)
@@ -222,12 +230,17 @@ static bool list_overlaps(const struct iotune_wc_op *op, uint64_t off,
 	return false;
 }
 
-/* a disk write sent (or about to be sent) that overlaps [off, end) */
-static bool on_disk_overlaps(const struct iotune_wcache *c, uint64_t off,
-			     uint64_t end)
+/*
+ * A write on its way to disk, or into the cache by a copy, that overlaps
+ * [off, end): a newer write waits for it, so that it cannot land later.
+ */
+static bool in_flight_overlaps(const struct iotune_wcache *c, uint64_t off,
+			       uint64_t end)
 {
 	return list_overlaps(c->on_disk, off, end) ||
-	       list_overlaps(c->to_disk, off, end);
+	       list_overlaps(c->to_disk, off, end) ||
+	       list_overlaps(c->to_copy, off, end) ||
+	       list_overlaps(c->copying, off, end);
 }
 
 static bool dirty_overlaps(const struct iotune_wcache *c, uint64_t off,
@@ -235,194 +248,6 @@ static bool dirty_overlaps(const struct iotune_wcache *c, uint64_t off,
 {
 	return iotune_wc_buf_overlaps(&c->active, off, end) ||
 	       iotune_wc_buf_overlaps(&c->flushing, off, end);
-}
-
-/* The piece of the flush in flight to write next; false when done. */
-static bool next_piece(struct iotune_wcache *c, uint64_t *off,
-		       const uint8_t **buf, size_t *len)
-{
-	while (c->flush_idx < c->flushing.n_ext) {
-		const struct iotune_extent *e = &c->flushing.ext[c->flush_idx];
-
-		if (c->flush_pos < e->len) {
-			*off = e->off + c->flush_pos;
-			*buf = c->flushing.data + (*off - c->flushing.base);
-			*len = e->len - c->flush_pos;
-			return true;
-		}
-		c->flush_idx++;
-		c->flush_pos = 0;
-	}
-	return false;
-}
-
-/* Puts the next piece into act, or ends a flush that wrote everything. */
-static bool issue_piece(struct iotune_wcache *c, struct iotune_wc_action *act)
-{
-	if (next_piece(c, &act->flush_off, &act->flush_buf, &act->flush_len)) {
-		act->flush_io = true;
-		return true;
-	}
-	c->flush_in_flight = false;
-	c->flushing.n_ext = 0;
-	c->flush_idx = 0;
-	c->flush_pos = 0;
-	c->backoff_ms = 0;
-	if (c->spare == NULL) {
-		c->spare = c->flushing.data;
-	} else {
-		free(c->flushing.data);
-	}
-	c->flushing.data = NULL;
-	return false;
-}
-
-static void move_active_to_flushing(struct iotune_wcache *c)
-{
-	uint8_t *free_data = c->flushing.data;
-
-	c->flushing = c->active;
-	c->active.n_ext = 0;
-	c->active.base = 0;
-	c->window = false;
-	c->active.data = free_data;
-	c->dirty_since_ms = 0;
-	c->flush_idx = 0;
-	c->flush_pos = 0;
-}
-
-/*
- * Starts a flush: of the remains of a failed flush when there are any
- * (they go first), else of the whole active buffer.
- */
-static bool begin_flush(struct iotune_wcache *c,
-			enum iotune_flush_reason reason,
-			struct iotune_wc_action *act)
-{
-	if (c->flush_in_flight) {
-		return false;
-	}
-	if (c->failed) {
-		c->failed = false;
-		reason = IOTUNE_FLUSH_RETRY;
-	} else if (c->active.n_ext > 0) {
-		move_active_to_flushing(c);
-	} else {
-		return false;
-	}
-	c->flush_in_flight = true;
-	c->flush_reason = reason;
-	c->flush_retries = 0;
-	WC_COUNT(c, flushes[reason], 1);
-	return issue_piece(c, act);
-}
-
-static uint64_t drop_flushing(struct iotune_wcache *c)
-{
-	uint64_t bytes = iotune_wc_buf_bytes(&c->flushing);
-
-	if (c->flush_idx < c->flushing.n_ext) {
-		bytes -= c->flush_pos;
-	}
-	/* what was written already stays counted as written */
-	c->flushing.n_ext = 0;
-	c->flush_idx = 0;
-	c->flush_pos = 0;
-	c->failed = false;
-	WC_COUNT(c, bytes_dropped, bytes);
-	return bytes;
-}
-
-static uint64_t drop_active(struct iotune_wcache *c)
-{
-	uint64_t bytes = iotune_wc_buf_bytes(&c->active);
-
-	c->active.n_ext = 0;
-	c->window = false;
-	c->dirty_since_ms = 0;
-	WC_COUNT(c, bytes_dropped, bytes);
-	return bytes;
-}
-
-/* Records a flush error for the log, rate-limited. */
-static void note_error(struct iotune_wcache *c, int err, uint64_t now_ms,
-		       struct iotune_wc_action *act)
-{
-	c->last_err = err;
-	WC_COUNT(c, flush_errors, 1);
-	if (now_ms >= c->log_next_ms) {
-		act->log_err = err;
-		act->log_repeats = c->log_repeats;
-		c->log_repeats = 0;
-		c->log_next_ms = now_ms + WC_LOG_INTERVAL_MS;
-	} else {
-		c->log_repeats++;
-	}
-}
-
-enum piece_result { PIECE_MORE, PIECE_FLUSHED, PIECE_FAILED };
-
-/*
- * The piece in flight failed with err.  While the cache may cache, the
- * flush stops and keeps its data for a retry.  Once the right is lost,
- * the failed extent is dropped (another opener may have written there
- * since) and the flush goes on with the next one.
- */
-static enum piece_result piece_failed(struct iotune_wcache *c, int err,
-				      uint64_t now_ms,
-				      struct iotune_wc_action *act)
-{
-	note_error(c, err, now_ms, act);
-	c->flush_retries = 0;
-	if (c->lost) {
-		uint64_t bytes = c->flushing.ext[c->flush_idx].len -
-				 c->flush_pos;
-
-		/* data is gone: the next write, barrier or close hears it */
-		if (c->error == 0) {
-			c->error = err;
-		}
-		WC_COUNT(c, bytes_dropped, bytes);
-		act->dropped += bytes;
-		act->drop_err = err;
-		c->flush_idx++;
-		c->flush_pos = 0;
-		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
-	}
-	c->flush_in_flight = false;
-	c->failed = true;
-	c->backoff_ms = c->backoff_ms == 0 ? WC_RETRY_MIN_MS :
-			MIN(c->backoff_ms * 2, WC_RETRY_MAX_MS);
-	c->retry_at_ms = now_ms + c->backoff_ms;
-	return PIECE_FAILED;
-}
-
-/* Takes the result of the piece in flight; act gets the next one. */
-static enum piece_result piece_result(struct iotune_wcache *c, ssize_t ret,
-				      int err, uint64_t now_ms,
-				      struct iotune_wc_action *act)
-{
-	const struct iotune_extent *e = &c->flushing.ext[c->flush_idx];
-
-	if (ret > 0) {
-		uint64_t want = e->len - c->flush_pos;
-		uint64_t got = MIN((uint64_t)ret, want);
-
-		WC_COUNT(c, flush_writes, 1);
-		WC_COUNT(c, flush_bytes, got);
-		WC_COUNT(c, flush_size[iotune_flush_size_bucket(got)], 1);
-		WC_COUNT(c, flush_short_writes, got < want ? 1 : 0);
-		c->flush_pos += got;
-		c->disk_size = MAX(c->disk_size, e->off + c->flush_pos);
-		c->flush_retries = 0;
-		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
-	}
-	if (ret < 0 && (err == EINTR || err == EAGAIN) &&
-	    c->flush_retries < WC_MAX_EINTR) {
-		c->flush_retries++;
-		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
-	}
-	return piece_failed(c, ret == 0 || err == 0 ? EIO : err, now_ms, act);
 }
 
 /*
@@ -495,34 +320,49 @@ static int place_window(struct iotune_wcache *c, uint64_t off, uint64_t end)
 	return 0;
 }
 
-static bool active_full(const struct iotune_wcache *c)
+bool iotune_wc_active_full(const struct iotune_wcache *c)
 {
 	return c->active.n_ext == 1 &&
 	       c->active.ext[0].off == c->active.base &&
 	       c->active.ext[0].len == c->p.capacity;
 }
 
+enum absorb_result { ABSORB_NO, ABSORB_COPIED, ABSORB_TO_COPY };
+
 /*
- * Copies a write into the active window; false when there is no window
- * (placed by place_window() for the first write) or it does not fit.
+ * Takes a write into the active window: copied now, or (a large write
+ * over clean bytes) left for the caller to copy; ABSORB_NO when there is
+ * no window (place_window() places one for the first write) or it does
+ * not fit.
  */
-static bool absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
-		   uint64_t now_ms)
+static enum absorb_result absorb(struct iotune_wcache *c,
+				 struct iotune_wc_op *op,
+				 uint64_t now_ms)
 {
 	uint64_t end = op->off + op->n;
+	uint8_t *dst = c->active.data + (op->off - c->active.base);
+	bool caller_copies = false;
 
 	if (!c->window || op->off < c->active.base ||
-	    end > c->active.base + c->p.capacity ||
-	    iotune_wc_buf_insert(&c->active, op->off, op->n) != 0) {
-		return false;
+	    end > c->active.base + c->p.capacity) {
+		return ABSORB_NO;
 	}
-	memcpy(c->active.data + (op->off - c->active.base), op->data, op->n);
+	caller_copies = c->p.copy_size != 0 && op->n >= c->p.copy_size &&
+			!iotune_wc_buf_overlaps(&c->active, op->off, end);
+	if (iotune_wc_buf_insert(&c->active, op->off, op->n) != 0) {
+		return ABSORB_NO;
+	}
 	if (c->dirty_since_ms == 0) {
 		c->dirty_since_ms = now_ms != 0 ? now_ms : 1;
 	}
 	WC_COUNT(c, writes_cached, 1);
 	WC_COUNT(c, bytes_absorbed, op->n);
-	return true;
+	if (caller_copies) {
+		op->copy_dst = dst;
+		return ABSORB_TO_COPY;
+	}
+	memcpy(dst, op->data, op->n);
+	return ABSORB_COPIED;
 }
 
 /*
@@ -536,7 +376,7 @@ static bool step_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
 	uint64_t end = op->off + op->n;
 
 	if (end >= op->off && dirty_overlaps(c, op->off, end)) {
-		begin_flush(c, reason, act);
+		iotune_wc_begin_flush(c, reason, act);
 		return false;
 	}
 	WC_COUNT(c, writes_bypassed, 1);
@@ -548,15 +388,17 @@ static bool step_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
 static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 			uint64_t now_ms, struct iotune_wc_action *act)
 {
+	enum absorb_result r;
 	int ret;
 
-	if (on_disk_overlaps(c, op->off, op->off + op->n)) {
-		return false;	/* disk_done() runs the queue again */
+	if (in_flight_overlaps(c, op->off, op->off + op->n)) {
+		return false;	/* disk_done(), copy_done() run it again */
 	}
-	while (!absorb(c, op, now_ms)) {
+	while ((r = absorb(c, op, now_ms)) == ABSORB_NO) {
 		if (c->active.n_ext > 0) {
 			/* outside the window, or too many extents */
-			if (!begin_flush(c, IOTUNE_FLUSH_NONCONTIG, act)) {
+			if (!iotune_wc_begin_flush(c, IOTUNE_FLUSH_NONCONTIG,
+						   act)) {
 				return false;	/* behind the flush */
 			}
 			continue;
@@ -573,8 +415,12 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 			return step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act);
 		}
 	}
-	if (active_full(c)) {
-		begin_flush(c, IOTUNE_FLUSH_FULL, act);
+	if (r == ABSORB_TO_COPY) {
+		op_to_copy(c, op, act);
+		return true;
+	}
+	if (iotune_wc_active_full(c)) {
+		iotune_wc_begin_flush(c, IOTUNE_FLUSH_FULL, act);
 	}
 	op_complete(c, op, (ssize_t)op->n, 0, act);
 	return true;
@@ -594,7 +440,7 @@ static bool step_retry(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op_complete(c, op, -1, c->last_err, act);
 		return true;
 	}
-	begin_flush(c, IOTUNE_FLUSH_RETRY, act);
+	iotune_wc_begin_flush(c, IOTUNE_FLUSH_RETRY, act);
 	return false;
 }
 
@@ -636,48 +482,19 @@ static bool step_barrier(struct iotune_wcache *c, struct iotune_wc_op *op,
 		return step_retry(c, op, act);
 	}
 	if (iotune_wc_is_dirty(c) || c->flush_in_flight) {
-		begin_flush(c, op->reason, act);
+		iotune_wc_begin_flush(c, op->reason, act);
 		return false;
 	}
 	op_complete(c, op, 0, 0, act);
 	return true;
 }
 
-static uint64_t next_tick(const struct iotune_wcache *c)
-{
-	if (c->flush_in_flight) {
-		return 0;	/* flush_done() decides again */
-	}
-	if (c->failed) {
-		return c->retry_at_ms;
-	}
-	if (c->dirty_since_ms != 0) {
-		return c->dirty_since_ms + c->p.timeout_ms;
-	}
-	return 0;
-}
-
-/* Starts a flush whose time has come: a timeout, or a retry. */
-static void flush_if_due(struct iotune_wcache *c, uint64_t now_ms,
-			 struct iotune_wc_action *act)
-{
-	if (c->flush_in_flight) {
-		return;
-	}
-	if (c->failed && now_ms >= c->retry_at_ms) {
-		begin_flush(c, IOTUNE_FLUSH_RETRY, act);
-	} else if (!c->failed && c->dirty_since_ms != 0 &&
-		   now_ms >= c->dirty_since_ms + c->p.timeout_ms) {
-		begin_flush(c, IOTUNE_FLUSH_TIMEOUT, act);
-	}
-}
-
 /*
  * Decides about the queued ops, in order, as far as it can; then starts
  * a flush that is due and says when to come back.
  */
-static void run(struct iotune_wcache *c, uint64_t now_ms,
-		struct iotune_wc_action *act)
+void iotune_wc_run(struct iotune_wcache *c, uint64_t now_ms,
+		   struct iotune_wc_action *act)
 {
 	bool moved = true;
 
@@ -692,8 +509,8 @@ static void run(struct iotune_wcache *c, uint64_t now_ms,
 		/* a flush it waits for that fails, fails it */
 		op->waited |= !moved && c->flush_in_flight;
 	}
-	flush_if_due(c, now_ms, act);
-	act->tick_ms = next_tick(c);
+	iotune_wc_flush_if_due(c, now_ms, act);
+	act->tick_ms = iotune_wc_next_tick(c);
 }
 
 void iotune_wc_submit(struct iotune_wcache *c,
@@ -710,7 +527,7 @@ void iotune_wc_submit(struct iotune_wcache *c,
 	op->ret = 0;
 	op->err = 0;
 	op_append(&c->queue, op);
-	run(c, now_ms, act);
+	iotune_wc_run(c, now_ms, act);
 }
 
 struct iotune_wc_op *iotune_wc_next_to_disk(struct iotune_wcache *c)
@@ -723,6 +540,36 @@ struct iotune_wc_op *iotune_wc_next_to_disk(struct iotune_wcache *c)
 		op_append(&c->on_disk, op);
 	}
 	return op;
+}
+
+struct iotune_wc_op *iotune_wc_next_to_copy(struct iotune_wcache *c)
+{
+	struct iotune_wc_op *op = c->to_copy;
+
+	if (op != NULL) {
+		op_remove(&c->to_copy, op);
+		op->state = IOTUNE_WC_OP_COPYING;
+		op_append(&c->copying, op);
+	}
+	return op;
+}
+
+void iotune_wc_copy_done(struct iotune_wcache *c,
+			 struct iotune_wc_op *op,
+			 uint64_t now_ms,
+			 struct iotune_wc_action *act)
+{
+	*act = (struct iotune_wc_action) { 0 };
+	op_remove(&c->copying, op);
+	op->ret = (ssize_t)op->n;
+	op->err = 0;
+	op->state = IOTUNE_WC_OP_DONE;
+	op_append(&c->done, op);
+	act->done = true;
+	if (iotune_wc_active_full(c)) {
+		iotune_wc_begin_flush(c, IOTUNE_FLUSH_FULL, act);
+	}
+	iotune_wc_run(c, now_ms, act);
 }
 
 struct iotune_wc_op *iotune_wc_next_done(struct iotune_wcache *c)
@@ -772,26 +619,7 @@ void iotune_wc_disk_done(struct iotune_wcache *c,
 	}
 	op->ret = ret;
 	op->err = ret < 0 ? err : 0;
-	run(c, now_ms, act);
-}
-
-void iotune_wc_flush_done(struct iotune_wcache *c,
-			  ssize_t ret,
-			  int err,
-			  uint64_t now_ms,
-			  struct iotune_wc_action *act)
-{
-	*act = (struct iotune_wc_action) { 0 };
-	if (!c->flush_in_flight) {
-		return;
-	}
-	if (piece_result(c, ret, err, now_ms, act) == PIECE_MORE) {
-		return;
-	}
-	if (active_full(c)) {
-		begin_flush(c, IOTUNE_FLUSH_FULL, act);
-	}
-	run(c, now_ms, act);
+	iotune_wc_run(c, now_ms, act);
 }
 
 void iotune_wc_tick(struct iotune_wcache *c,
@@ -799,10 +627,10 @@ void iotune_wc_tick(struct iotune_wcache *c,
 		    struct iotune_wc_action *act)
 {
 	*act = (struct iotune_wc_action) { 0 };
-	run(c, now_ms, act);
+	iotune_wc_run(c, now_ms, act);
 }
 
-void iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
+bool iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
 {
 	switch (op->state) {
 	case IOTUNE_WC_OP_QUEUED:
@@ -817,59 +645,14 @@ void iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
 	case IOTUNE_WC_OP_DONE:
 		op_remove(&c->done, op);
 		break;
+	case IOTUNE_WC_OP_TO_COPY:
+	case IOTUNE_WC_OP_COPYING:
+		return false;	/* its copy writes into the cache */
 	case IOTUNE_WC_OP_IDLE:
-		return;
+		return true;
 	}
 	op->state = IOTUNE_WC_OP_IDLE;
-}
-
-void iotune_wc_lose_right(struct iotune_wcache *c,
-			  uint64_t now_ms,
-			  struct iotune_wc_action *act)
-{
-	*act = (struct iotune_wc_action) { 0 };
-	c->lost = true;
-	if (c->failed) {
-		/* never retried once another opener may have written */
-		act->dropped += drop_flushing(c);
-		act->drop_err = c->last_err;
-		if (c->error == 0) {
-			c->error = c->last_err;
-		}
-	}
-	act->tick_ms = next_tick(c);
-}
-
-int iotune_wc_flush_sync(struct iotune_wcache *c,
-			 enum iotune_flush_reason reason,
-			 uint64_t now_ms,
-			 struct iotune_wc_action *act)
-{
-	*act = (struct iotune_wc_action) { 0 };
-	if (c->flush_in_flight) {
-		return EBUSY;
-	}
-	c->last_err = 0;
-	while (begin_flush(c, reason, act)) {
-		enum piece_result r = PIECE_MORE;
-
-		while (r == PIECE_MORE) {
-			ssize_t ret;
-
-			errno = 0;
-			ret = c->io->pwrite(c->io->private_data,
-					    act->flush_buf, act->flush_len,
-					    act->flush_off);
-			r = piece_result(c, ret, ret < 0 ? errno : 0, now_ms,
-					 act);
-		}
-		if (r == PIECE_FAILED) {
-			break;	/* kept: retried later */
-		}
-	}
-	act->flush_io = false;
-	run(c, now_ms, act);
-	return c->last_err;
+	return true;
 }
 
 void iotune_wc_end(struct iotune_wcache *c,
@@ -883,7 +666,7 @@ void iotune_wc_end(struct iotune_wcache *c,
 	*act = (struct iotune_wc_action) { 0 };
 	act->drop_err = c->failed ? c->last_err : 0;
 	c->flush_in_flight = false;
-	act->dropped += drop_flushing(c) + drop_active(c);
+	act->dropped += iotune_wc_drop_flushing(c) + iotune_wc_drop_active(c);
 	while (c->queue != NULL) {
 		op_complete(c, c->queue, -1, EBADF, act);
 	}

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wcache_buf.h"
+#include "wcache_priv.h"
 
 /* extents: sorted by offset, disjoint and never adjacent */
 
@@ -113,35 +113,135 @@ int iotune_wc_buf_insert(struct iotune_wc_buffer *b, uint64_t off,
 	return 0;
 }
 
-/* Copies the parts of b inside [off, off+n) into buf (which is at off). */
-bool iotune_wc_buf_overlay(const struct iotune_wc_buffer *b,
-			   uint64_t off, uint8_t *buf, size_t n)
+/*
+ * The part of [lo, hi) from pos on that no copy in flight of c writes:
+ * its start (*skip past copies) and its end; ops lists of c are short.
+ */
+static uint64_t copy_cut(const struct iotune_wcache *c, uint64_t pos,
+			 uint64_t hi, uint64_t *start)
 {
-	uint64_t end = off + n;
-	bool any = false;
+	const struct iotune_wc_op *lists[2] = { c->to_copy, c->copying };
+	uint64_t cut = hi;
+	bool moved = true;
+	size_t l;
+
+	*start = pos;
+	while (moved) {
+		const struct iotune_wc_op *op = NULL;
+
+		moved = false;
+		for (l = 0; l < 2; l++) {
+			for (op = lists[l]; op != NULL; op = op->next) {
+				uint64_t end = op->off + op->n;
+
+				if (op->off <= *start && *start < end) {
+					*start = end;
+					moved = true;
+				}
+			}
+		}
+	}
+	for (l = 0; l < 2; l++) {
+		const struct iotune_wc_op *op = NULL;
+
+		for (op = lists[l]; op != NULL; op = op->next) {
+			if (op->off > *start && op->off < cut) {
+				cut = op->off;
+			}
+		}
+	}
+	return cut;
+}
+
+/*
+ * Calls fn for each part of b's dirty data inside [off, end), leaving out
+ * what copies in flight of c (when c is not NULL) still write.
+ */
+static void for_each_piece(const struct iotune_wcache *c,
+			   const struct iotune_wc_buffer *b,
+			   uint64_t off, uint64_t end,
+			   void (*fn)(const struct iotune_wc_buffer *b,
+				      uint64_t lo, uint64_t hi, void *arg),
+			   void *arg)
+{
 	size_t i;
 
 	for (i = 0; i < b->n_ext; i++) {
 		uint64_t lo = MAX(off, b->ext[i].off);
 		uint64_t hi = MIN(end, iotune_wc_ext_end(&b->ext[i]));
 
-		if (lo >= hi) {
-			continue;
+		while (lo < hi) {
+			uint64_t start = lo;
+			uint64_t cut = hi;
+
+			if (c != NULL) {
+				cut = copy_cut(c, lo, hi, &start);
+			}
+			if (start < cut && start < hi) {
+				fn(b, start, MIN(cut, hi), arg);
+			}
+			lo = MAX(cut, start);
 		}
-		memcpy(buf + (lo - off), b->data + (lo - b->base), hi - lo);
-		any = true;
 	}
-	return any;
 }
 
+static void end_piece(const struct iotune_wc_buffer *b, uint64_t lo,
+		      uint64_t hi, void *arg)
+{
+	uint64_t *end = arg;
+
+	*end = MAX(*end, hi);
+}
+
+/* The size with cached data; writes still being copied do not count. */
 uint64_t iotune_wc_logical_size(const struct iotune_wcache *c)
 {
-	uint64_t size = c->disk_size;
+	uint64_t size = MAX(c->disk_size, iotune_wc_buf_end(&c->flushing));
+	uint64_t active_end = iotune_wc_buf_end(&c->active);
 
-	size = MAX(size, iotune_wc_buf_end(&c->active));
-	size = MAX(size, iotune_wc_buf_end(&c->flushing));
-	return size;
+	if (active_end > size && iotune_wc_copies_in_flight(c)) {
+		active_end = 0;
+		for_each_piece(c, &c->active, 0, UINT64_MAX, end_piece,
+			       &active_end);
+	}
+	return MAX(size, active_end);
 }
+
+struct overlay_arg {
+	uint64_t off;
+	uint8_t *buf;
+	bool any;
+};
+
+static void overlay_piece(const struct iotune_wc_buffer *b, uint64_t lo,
+			  uint64_t hi, void *arg)
+{
+	struct overlay_arg *o = arg;
+
+	memcpy(o->buf + (lo - o->off), b->data + (lo - b->base), hi - lo);
+	o->any = true;
+}
+
+/* Copies the parts of b inside [off, off+n) into buf (which is at off). */
+bool iotune_wc_buf_overlay(const struct iotune_wc_buffer *b,
+			   uint64_t off, uint8_t *buf, size_t n)
+{
+	struct overlay_arg o = { .off = off, .buf = buf };
+
+	for_each_piece(NULL, b, off, off + n, overlay_piece, &o);
+	return o.any;
+}
+
+/* The same for the active buffer, without what copies still write */
+static bool overlay_active(const struct iotune_wcache *c, uint64_t off,
+			   uint8_t *buf, size_t n)
+{
+	struct overlay_arg o = { .off = off, .buf = buf };
+
+	for_each_piece(c, &c->active, off, off + n, overlay_piece, &o);
+	return o.any;
+}
+
 
 static bool dirty_covers(const struct iotune_wcache *c, uint64_t off,
 			 uint64_t end)
@@ -174,17 +274,19 @@ bool iotune_wc_read_cached(struct iotune_wcache *c,
 			   size_t *got)
 {
 	uint64_t size = iotune_wc_logical_size(c);
+	uint64_t start;
 	uint64_t end;
 
 	if (n == 0 || off >= size) {
 		return false;
 	}
 	end = MIN(off + n, size);
-	if (end < off || !dirty_covers(c, off, end)) {
-		return false;
+	if (end < off || !dirty_covers(c, off, end) ||
+	    copy_cut(c, off, end, &start) != end || start != off) {
+		return false;	/* not all there, or copies still write */
 	}
 	iotune_wc_buf_overlay(&c->flushing, off, buf, end - off);
-	iotune_wc_buf_overlay(&c->active, off, buf, end - off);
+	overlay_active(c, off, buf, end - off);
 	*got = end - off;
 	WC_COUNT(c, read_hits_full, 1);
 	return true;
@@ -202,46 +304,34 @@ struct iotune_wc_snapshot {
 	struct iotune_wc_piece piece[];
 };
 
-static size_t count_pieces(const struct iotune_wc_buffer *b, uint64_t off,
-			   uint64_t end, uint64_t *bytes)
+struct snap_arg {
+	size_t count;
+	uint64_t bytes;
+	struct iotune_wc_snapshot *s;
+	uint8_t *data;
+};
+
+static void count_piece(const struct iotune_wc_buffer *b, uint64_t lo,
+			uint64_t hi, void *arg)
 {
-	size_t count = 0;
-	size_t i;
+	struct snap_arg *a = arg;
 
-	for (i = 0; i < b->n_ext; i++) {
-		uint64_t lo = MAX(off, b->ext[i].off);
-		uint64_t hi = MIN(end, iotune_wc_ext_end(&b->ext[i]));
-
-		if (lo < hi) {
-			count++;
-			*bytes += hi - lo;
-		}
-	}
-	return count;
+	a->count++;
+	a->bytes += hi - lo;
 }
 
-static void copy_pieces(const struct iotune_wc_buffer *b, uint64_t off,
-			uint64_t end, struct iotune_wc_snapshot *s,
-			uint8_t **data)
+static void copy_piece(const struct iotune_wc_buffer *b, uint64_t lo,
+		       uint64_t hi, void *arg)
 {
-	size_t i;
+	struct snap_arg *a = arg;
+	struct iotune_wc_piece *p = &a->s->piece[a->s->n++];
 
-	for (i = 0; i < b->n_ext; i++) {
-		uint64_t lo = MAX(off, b->ext[i].off);
-		uint64_t hi = MIN(end, iotune_wc_ext_end(&b->ext[i]));
-		struct iotune_wc_piece *p = NULL;
-
-		if (lo >= hi) {
-			continue;
-		}
-		p = &s->piece[s->n++];
-		p->off = lo;
-		p->len = hi - lo;
-		p->data = *data;
-		memcpy(p->data, b->data + (lo - b->base), p->len);
-		*data += p->len;
-		s->end = MAX(s->end, hi);
-	}
+	p->off = lo;
+	p->len = hi - lo;
+	p->data = a->data;
+	memcpy(p->data, b->data + (lo - b->base), p->len);
+	a->data += p->len;
+	a->s->end = MAX(a->s->end, hi);
 }
 
 int iotune_wc_snapshot_take(const struct iotune_wcache *c,
@@ -250,29 +340,28 @@ int iotune_wc_snapshot_take(const struct iotune_wcache *c,
 			    struct iotune_wc_snapshot **snap)
 {
 	struct iotune_wc_snapshot *s = NULL;
+	struct snap_arg a = { 0 };
 	uint64_t end = off + n;
-	uint64_t bytes = 0;
-	size_t count;
-	uint8_t *data = NULL;
 
 	if (end < off) {
 		end = UINT64_MAX;
 	}
 	*snap = NULL;
-	count = count_pieces(&c->flushing, off, end, &bytes) +
-		count_pieces(&c->active, off, end, &bytes);
-	if (count == 0) {
+	for_each_piece(NULL, &c->flushing, off, end, count_piece, &a);
+	for_each_piece(c, &c->active, off, end, count_piece, &a);
+	if (a.count == 0) {
 		return 0;
 	}
-	s = malloc(sizeof(*s) + count * sizeof(s->piece[0]) + bytes);
+	s = malloc(sizeof(*s) + a.count * sizeof(s->piece[0]) + a.bytes);
 	if (s == NULL) {
 		return ENOMEM;
 	}
 	s->n = 0;
 	s->end = 0;
-	data = (uint8_t *)&s->piece[count];
-	copy_pieces(&c->flushing, off, end, s, &data);
-	copy_pieces(&c->active, off, end, s, &data);
+	a.s = s;
+	a.data = (uint8_t *)&s->piece[a.count];
+	for_each_piece(NULL, &c->flushing, off, end, copy_piece, &a);
+	for_each_piece(c, &c->active, off, end, copy_piece, &a);
 	*snap = s;
 	return 0;
 }
@@ -322,7 +411,7 @@ size_t iotune_wc_read_overlay(struct iotune_wcache *c,
 	}
 	if (c != NULL) {
 		any |= iotune_wc_buf_overlay(&c->flushing, off, out, valid);
-		any |= iotune_wc_buf_overlay(&c->active, off, out, valid);
+		any |= overlay_active(c, off, out, valid);
 		if (any) {
 			WC_COUNT(c, read_hits_overlay, 1);
 		}

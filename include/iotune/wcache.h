@@ -140,6 +140,8 @@ enum iotune_wc_op_state {
 	IOTUNE_WC_OP_QUEUED,	/* waits in the cache's FIFO */
 	IOTUNE_WC_OP_TO_DISK,	/* to be written to disk by the caller */
 	IOTUNE_WC_OP_ON_DISK,	/* its disk write is in flight */
+	IOTUNE_WC_OP_TO_COPY,	/* to be copied into the cache by the caller */
+	IOTUNE_WC_OP_COPYING,	/* its copy is in flight */
 	IOTUNE_WC_OP_DONE,	/* complete: ret / err, to be taken */
 };
 
@@ -153,6 +155,7 @@ struct iotune_wc_op {
 	const void *data;
 	size_t n;
 	enum iotune_flush_reason reason;	/* barrier */
+	uint8_t *copy_dst;	/* TO_COPY: where op->data goes */
 	ssize_t ret;		/* DONE: bytes written (0 for a barrier) */
 	int err;		/* DONE with ret -1: the errno */
 	void *private_data;	/* the caller's */
@@ -163,6 +166,8 @@ struct iotune_wc_params {
 	uint64_t capacity;	/* the window */
 	uint64_t timeout_ms;	/* dirty data older than this is written */
 	uint64_t bypass_size;	/* writes of at least this go to disk */
+	uint64_t copy_size;	/* larger writes are copied by the caller, in
+				 * its thread pool (0: the core copies all) */
 	bool sparse;		/* the file has holes: reserve inside it too */
 };
 
@@ -192,6 +197,8 @@ struct iotune_wcache {
 	struct iotune_wc_op *queue;	/* QUEUED ops, oldest first */
 	struct iotune_wc_op *to_disk;	/* TO_DISK ops */
 	struct iotune_wc_op *on_disk;	/* ON_DISK ops */
+	struct iotune_wc_op *to_copy;	/* TO_COPY ops */
+	struct iotune_wc_op *copying;	/* COPYING ops */
 	struct iotune_wc_op *done;	/* DONE ops */
 	const struct iotune_wc_io_ops *io;
 	struct iotune_wc_stats *stats;	/* NULL: not counting */
@@ -204,6 +211,7 @@ struct iotune_wc_action {
 	const uint8_t *flush_buf;
 	size_t flush_len;
 	bool to_disk;		/* ops to take with iotune_wc_next_to_disk() */
+	bool to_copy;		/* ops to take with iotune_wc_next_to_copy() */
 	bool done;		/* ops to take with iotune_wc_next_done() */
 	uint64_t tick_ms;	/* call iotune_wc_tick() then; 0: no need */
 	int log_err;		/* a flush failed with this errno: log it */
@@ -233,6 +241,24 @@ void iotune_wc_submit(struct iotune_wcache *c,
  * iotune_wc_disk_done().  NULL when there is none.
  */
 struct iotune_wc_op *iotune_wc_next_to_disk(struct iotune_wcache *c);
+
+/*
+ * The next op whose data the caller copies (now COPYING): op->n bytes
+ * from op->data to op->copy_dst, then iotune_wc_copy_done().  Large
+ * writes are copied this way (params copy_size) so that the copy can run
+ * in a thread pool, off the thread that serves requests.  NULL when
+ * there is none.
+ */
+struct iotune_wc_op *iotune_wc_next_to_copy(struct iotune_wcache *c);
+
+/* The copy of a COPYING op is done: the write is absorbed. */
+void iotune_wc_copy_done(struct iotune_wcache *c,
+			 struct iotune_wc_op *op,
+			 uint64_t now_ms,
+			 struct iotune_wc_action *act);
+
+/* Copies in flight: synchronous callers wait for them to be done. */
+bool iotune_wc_copies_in_flight(const struct iotune_wcache *c);
 
 /*
  * The next complete op (now IDLE, out of the cache): complete its request
@@ -265,9 +291,11 @@ void iotune_wc_tick(struct iotune_wcache *c,
 
 /*
  * The op's request goes away (its owner is freed): it leaves the cache.
- * The result of an ON_DISK op is not awaited.
+ * The result of an ON_DISK op is not awaited.  An op whose copy is under
+ * way (TO_COPY, COPYING) cannot leave: false, and the caller keeps op
+ * until iotune_wc_copy_done().
  */
-void iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op);
+bool iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op);
 
 /*
  * No handle of the file may cache any more (break, a foreign handle):

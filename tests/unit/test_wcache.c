@@ -117,6 +117,7 @@ struct w {
 	uint8_t buf[2 * CAP];
 	bool done;		/* completed: op.ret / op.err */
 	bool on_disk;		/* the core sent it to disk; the test writes */
+	bool copying;		/* the core left its copy to the test */
 };
 
 struct fixture {
@@ -139,11 +140,12 @@ struct fixture {
 	uint64_t model_size;
 };
 
-static int setup_params(void **state, bool sparse)
+static int setup_params(void **state, bool sparse, uint64_t copy_size)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct iotune_wc_params p = {
 		.capacity = CAP, .timeout_ms = 1000, .sparse = sparse,
+		.copy_size = copy_size,
 	};
 
 	assert_non_null(f);
@@ -162,7 +164,13 @@ static int setup_params(void **state, bool sparse)
 
 static int setup(void **state)
 {
-	return setup_params(state, false);
+	return setup_params(state, false, 0);
+}
+
+/* writes of 16 KiB and more are copied by the caller (the thread pool) */
+static int setup_copies(void **state)
+{
+	return setup_params(state, false, 16 * KIB);
 }
 
 static int teardown(void **state)
@@ -232,6 +240,10 @@ static void apply(struct fixture *f, const struct iotune_wc_action *act)
 		assert_int_equal(op->state, IOTUNE_WC_OP_ON_DISK);
 		((struct w *)op->private_data)->on_disk = true;
 	}
+	while ((op = iotune_wc_next_to_copy(&f->c)) != NULL) {
+		assert_int_equal(op->state, IOTUNE_WC_OP_COPYING);
+		((struct w *)op->private_data)->copying = true;
+	}
 	while ((op = iotune_wc_next_done(&f->c)) != NULL) {
 		assert_int_equal(op->state, IOTUNE_WC_OP_IDLE);
 		op_finished(f, op->private_data);
@@ -247,7 +259,8 @@ static struct w *new_write(struct fixture *f, uint64_t off, size_t n,
 	for (i = 0; i < MAX_OPS; i++) {
 		enum iotune_wc_op_state st = f->w[i].op.state;
 
-		if (st == IOTUNE_WC_OP_IDLE && !f->w[i].on_disk) {
+		if (st == IOTUNE_WC_OP_IDLE && !f->w[i].on_disk &&
+		    !f->w[i].copying) {
 			w = &f->w[i];
 			break;
 		}
@@ -317,6 +330,18 @@ static void do_disk(struct fixture *f, struct w *w)
 	apply(f, &act);
 }
 
+/* Does the copy of an op the core left to the caller. */
+static void do_copy(struct fixture *f, struct w *w)
+{
+	struct iotune_wc_action act;
+
+	assert_true(w->copying);
+	w->copying = false;
+	memcpy(w->op.copy_dst, w->op.data, w->op.n);
+	iotune_wc_copy_done(&f->c, &w->op, f->now, &act);
+	apply(f, &act);
+}
+
 /* Does everything that waits, oldest first, until nothing is left. */
 static void settle(struct fixture *f)
 {
@@ -331,6 +356,10 @@ static void settle(struct fixture *f)
 			any = true;
 		}
 		for (i = 0; i < MAX_OPS; i++) {
+			if (f->w[i].copying) {
+				do_copy(f, &f->w[i]);
+				any = true;
+			}
 			if (f->w[i].on_disk) {
 				do_disk(f, &f->w[i]);
 				any = true;
@@ -683,7 +712,7 @@ static void test_sparse_file_reserves_inside(void **state)
 	struct fixture *f = NULL;
 
 	teardown(state);
-	setup_params(state, true);
+	setup_params(state, true, 0);
 	f = *state;
 	iotune_wc_set_disk_size(&f->c, 10 * CAP);
 	write_at(f, CAP + 5, 10, 1);
@@ -893,6 +922,64 @@ static void test_zero_length_write(void **state)
 	assert_true(iotune_wc_logical_size(&f->c) == 0);
 }
 
+/*
+ * A large write is copied by the caller: until its copy is done it is
+ * not acknowledged, reads do not see the bytes being copied, writes over
+ * them wait, and the window is not flushed.
+ */
+static void test_large_writes_are_copied_by_the_caller(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_snapshot *snap = NULL;
+	struct w *big = NULL;
+	struct w *small = NULL;
+	struct w *over = NULL;
+	struct w *far = NULL;
+	uint8_t buf[64 * KIB];
+	size_t got;
+
+	small = write_at(f, 0, 4 * KIB, 1);
+	assert_done(small, 4 * KIB);		/* small: copied by the core */
+	big = write_at(f, 8 * KIB, 32 * KIB, 2);
+	assert_true(big->copying);
+	assert_false(big->done);
+	assert_true(iotune_wc_copies_in_flight(&f->c));
+	/* reads: the copied-to bytes are not there yet */
+	memset(buf, 0xee, sizeof(buf));
+	assert_false(iotune_wc_read_cached(&f->c, 8 * KIB, buf, 4 * KIB,
+					   &got));
+	/* neither its bytes nor its size count before the copy is done */
+	assert_int_equal(iotune_wc_logical_size(&f->c), 4 * KIB);
+	assert_int_equal(iotune_wc_read_overlay(&f->c, NULL, 0, buf,
+						sizeof(buf), 0), 4 * KIB);
+	assert_memory_equal(buf, f->model, 4 * KIB);
+	assert_int_equal(iotune_wc_snapshot_take(&f->c, 8 * KIB, 4 * KIB,
+						 &snap), 0);
+	assert_null(snap);
+	/* a write over it waits; one elsewhere too (it needs a flush) */
+	over = write_at(f, 10 * KIB, 100, 3);
+	assert_false(over->done);
+	far = write_at(f, 5 * CAP, 100, 4);
+	assert_false(far->done);
+	assert_false(f->piece);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), EBUSY);
+	do_copy(f, big);
+	assert_done(big, 32 * KIB);
+	assert_done(over, 100);
+	assert_true(f->piece);		/* now the window can go */
+	settle(f);
+	assert_done(far, 100);
+	assert_reads_model(f, 0, 64 * KIB);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+	/* an op being copied cannot leave; a queued one can */
+	big = write_at(f, 6 * CAP, 16 * KIB, 5);
+	assert_false(iotune_wc_cancel(&f->c, &big->op));
+	do_copy(f, big);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+}
+
 static void test_not_counting(void **state)
 {
 	struct fixture *f = *state;
@@ -1002,7 +1089,8 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 	for (i = 0; i < MAX_OPS; i++) {
 		enum iotune_wc_op_state st = f->w[i].op.state;
 
-		busy += st == IOTUNE_WC_OP_QUEUED || f->w[i].on_disk;
+		busy += st == IOTUNE_WC_OP_QUEUED || f->w[i].on_disk ||
+			f->w[i].copying;
 	}
 	if (busy > MAX_OPS / 2) {
 		settle(f);	/* like a client with a bounded queue depth */
@@ -1016,6 +1104,10 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 		f->disk.fail_count = 0;
 	} else if (op < 75) {
 		for (i = 0; i < MAX_OPS; i++) {
+			if (f->w[i].copying && random() % 2) {
+				do_copy(f, &f->w[i]);
+				break;
+			}
 			if (f->w[i].on_disk) {
 				do_disk(f, &f->w[i]);
 				break;
@@ -1029,6 +1121,7 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 		struct iotune_wc_action act;
 
 		/* a break: what it writes cannot fail here (nothing dropped) */
+		settle(f);	/* the adapter waits for copies and pieces */
 		*lost = true;
 		iotune_wc_lose_right(&f->c, f->now, &act);
 		apply(f, &act);
@@ -1050,12 +1143,12 @@ static void test_randomized_against_model(void **state)
 	struct fixture *f = *state;
 	unsigned seed;
 
-	for (seed = 1; seed <= 30; seed++) {
+	for (seed = 1; seed <= 40; seed++) {
 		bool lost = false;
 		unsigned step;
 
 		teardown(state);
-		setup(state);
+		setup_params(state, false, seed % 2 ? 8 * KIB : 0);
 		f = *state;
 		srandom(seed);
 		for (step = 0; step < 2000; step++) {
@@ -1102,6 +1195,9 @@ int main(void)
 		T(test_out_of_memory_is_an_error),
 		T(test_zero_length_write),
 		T(test_not_counting),
+		cmocka_unit_test_setup_teardown(
+			test_large_writes_are_copied_by_the_caller,
+			setup_copies, teardown),
 		T(test_read_served_from_memory),
 		T(test_read_overlays_disk_and_zero_fills_holes),
 		T(test_snapshot_survives_flush_during_read),

@@ -1,16 +1,16 @@
 /*
- * iotune - write cache buffers (pure core, private to modules/wcache*.c)
+ * iotune - write cache internals shared by modules/wcache*.c (pure core)
  *
  * Copyright (C) iotune authors 2026
  * SPDX-License-Identifier: GPL-3.0-or-later
  *
- * A buffer is a window of `capacity` bytes at `base` with a sorted list
- * of disjoint, never adjacent dirty extents.  These helpers know nothing
- * of flushes, queues or errors (modules/wcache.c has those).
+ * wcache.c: the queue and its steps; wcache_flush.c: flushes and
+ * errors; wcache_buf.c: buffers (a window of `capacity` bytes at `base`
+ * with a sorted list of disjoint, never adjacent dirty extents) and reads.
  */
 
-#ifndef IOTUNE_WCACHE_BUF_H
-#define IOTUNE_WCACHE_BUF_H
+#ifndef IOTUNE_WCACHE_PRIV_H
+#define IOTUNE_WCACHE_PRIV_H
 
 #include "iotune/wcache.h"
 
@@ -52,4 +52,19 @@ bool iotune_wc_buf_overlay(const struct iotune_wc_buffer *b,
 			   uint8_t *buf,
 			   size_t n);
 
-#endif /* IOTUNE_WCACHE_BUF_H */
+/* wcache.c */
+void iotune_wc_run(struct iotune_wcache *c, uint64_t now_ms,
+		   struct iotune_wc_action *act);
+bool iotune_wc_active_full(const struct iotune_wcache *c);
+
+/* wcache_flush.c */
+bool iotune_wc_begin_flush(struct iotune_wcache *c,
+			   enum iotune_flush_reason reason,
+			   struct iotune_wc_action *act);
+uint64_t iotune_wc_drop_flushing(struct iotune_wcache *c);
+uint64_t iotune_wc_drop_active(struct iotune_wcache *c);
+void iotune_wc_flush_if_due(struct iotune_wcache *c, uint64_t now_ms,
+			    struct iotune_wc_action *act);
+uint64_t iotune_wc_next_tick(const struct iotune_wcache *c);
+
+#endif /* IOTUNE_WCACHE_PRIV_H */

@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+# The write cache's no-regression matrix (issue #11), measured side by
+# side in one run on a real smbd: one client (smb2-script pump, batch
+# oplock) streams sequential writes of each block size with 1, 4 or 16
+# requests in flight, then sends SMB2 FLUSH; MB/s count until the FLUSH
+# returns, i.e. until the data is on the disk.  Median of --rounds,
+# alternating the two sides of each cell.
+#
+#   pagecache   iotune with its defaults / the same share without iotune
+#   odirect     iotune "direct io = writes" with its defaults / the same
+#               with "write cache size = 0" (uncached direct writes)
+#   glusterfs   "vfs objects = iotune glusterfs" / "glusterfs" alone, on a
+#               single-brick GlusterFS volume (--gluster); and a share on
+#               a FUSE mount of the volume, without iotune, with Gluster's
+#               write-behind on and off (the anchor)
+#
+# Also prints the CPU time smbd spends per MiB written (perf's hardware
+# counters are not available in these VMs: `perf stat -e instructions`
+# says "not supported"; CPU time is read from /proc) and writes all
+# figures to --json.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'tests', 'integration'))
+
+import harness  # noqa: E402
+from benchlib import median_alternating  # noqa: E402
+
+KIB = 1024
+MIB = 1024 * KIB
+BLOCKS = [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB]
+DEPTHS = [1, 4, 16]
+
+LOCAL_SHARES = {
+    'pc_plain': {},
+    'pc_iotune': {'vfs objects': 'iotune'},
+    'dio_uncached': {'vfs objects': 'iotune', 'iotune:direct io': 'writes',
+                     'iotune:write cache size': '0'},
+    'dio_iotune': {'vfs objects': 'iotune', 'iotune:direct io': 'writes'},
+}
+
+PAIRS = {
+    'pagecache': ('pc_iotune', 'pc_plain'),
+    'odirect': ('dio_iotune', 'dio_uncached'),
+    'glusterfs': ('gl_iotune', 'gl_plain'),
+}
+
+
+def total_for(block, scale):
+    """bytes per run: enough requests to measure, at most 256 MiB"""
+    return int(min(256 * MIB, max(32 * MIB, block * 64)) * scale)
+
+
+class Pumper:
+    """One connection per share, kept open (a GlusterFS tree disconnect
+    blocks about 10 s in glfs_fini)."""
+
+    def __init__(self, smbd):
+        self.smbd = smbd
+        self.clients = {}
+        self.serial = 0
+
+    def client(self, share):
+        if share not in self.clients:
+            self.clients[share] = harness.ScriptClient(self.smbd, share)
+        return self.clients[share]
+
+    def run(self, share, total, block, depth):
+        """MB/s of writing total bytes in block-sized requests, depth in
+        flight, until SMB2 FLUSH returns"""
+        c = self.client(share)
+        self.serial += 1
+        c.open('bench-%d.bin' % (self.serial % 2), 'batch')
+        c.truncate(0)
+        started = time.monotonic()
+        done, _ = c.pump('write', total, block, depth)
+        c.flush()
+        elapsed = time.monotonic() - started
+        c.close()
+        assert done == total, (done, total)
+        return total / elapsed / 1e6
+
+    def quit(self):
+        for c in self.clients.values():
+            c.quit()
+
+
+def matrix(pumper, kind, rounds, scale, blocks, depths):
+    tuned, base = PAIRS[kind]
+    cells = []
+    for block in blocks:
+        for depth in depths:
+            total = total_for(block, scale)
+            m = median_alternating(rounds, {
+                'iotune': lambda: pumper.run(tuned, total, block, depth),
+                'base': lambda: pumper.run(base, total, block, depth),
+            })
+            cell = {'backend': kind, 'block': block, 'depth': depth,
+                    'iotune_mbs': round(m['iotune'], 1),
+                    'base_mbs': round(m['base'], 1),
+                    'ratio': round(m['iotune'] / m['base'], 3)}
+            cells.append(cell)
+            print('%-9s %6s x%-2d  iotune %7.0f  base %7.0f MB/s  %5.2fx'
+                  % (kind, size_name(block), depth, m['iotune'],
+                     m['base'], cell['ratio']), flush=True)
+    return cells
+
+
+def size_name(n):
+    return '%dM' % (n // MIB) if n >= MIB else '%dK' % (n // KIB)
+
+
+def cpu_per_mib(pumper, share, block, depth, total):
+    """CPU seconds of smbd's children per MiB written"""
+    pumper.client(share)
+    before = harness.cpu_seconds(pumper.smbd.child_pids())
+    pumper.run(share, total, block, depth)
+    after = harness.cpu_seconds(pumper.smbd.child_pids())
+    return (after - before) / (total / MIB)
+
+
+def cpu_table(pumper, rounds, scale):
+    rows = []
+    for block, depth in [(4 * KIB, 16), (64 * KIB, 8), (MIB, 8)]:
+        total = int(256 * MIB * scale)
+        for kind in ('pagecache', 'odirect'):
+            tuned, base = PAIRS[kind]
+            m = median_alternating(rounds, {
+                'iotune': lambda: cpu_per_mib(pumper, tuned, block, depth,
+                                              total),
+                'base': lambda: cpu_per_mib(pumper, base, block, depth,
+                                            total),
+            })
+            rows.append({'backend': kind, 'block': block, 'depth': depth,
+                         'iotune_cpu_ms_per_mib': round(m['iotune'] * 1e3,
+                                                        3),
+                         'base_cpu_ms_per_mib': round(m['base'] * 1e3, 3)})
+            print('cpu %-9s %6s x%-2d  iotune %.3f  base %.3f ms/MiB' %
+                  (kind, size_name(block), depth, m['iotune'] * 1e3,
+                   m['base'] * 1e3), flush=True)
+    return rows
+
+
+def summary(cells):
+    print('\nno-regression goal (iotune >= 0.97x in every cell):')
+    for kind in sorted({c['backend'] for c in cells}):
+        mine = [c for c in cells if c['backend'] == kind]
+        worst = min(mine, key=lambda c: c['ratio'])
+        print('  %-9s worst %.2fx (%s x%d), %d of %d cells below 0.97' %
+              (kind, worst['ratio'], size_name(worst['block']),
+               worst['depth'], sum(c['ratio'] < 0.97 for c in mine),
+               len(mine)))
+
+
+def parse_sizes(text):
+    out = []
+    for word in text.split(','):
+        mult = MIB if word.upper().endswith('M') else KIB
+        out.append(int(word[:-1]) * mult)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument('--rounds', type=int, default=5)
+    ap.add_argument('--scale', type=float, default=1.0,
+                    help='multiplies the bytes written per run')
+    ap.add_argument('--blocks', default=','.join(size_name(b)
+                                                   for b in BLOCKS))
+    ap.add_argument('--depths', default=','.join(str(d) for d in DEPTHS))
+    ap.add_argument('--backends', default='pagecache,odirect')
+    ap.add_argument('--gluster', action='store_true',
+                    help='also GlusterFS (installs and starts it)')
+    ap.add_argument('--no-cpu', action='store_true')
+    ap.add_argument('--json', default=os.path.join(
+        harness.REPO, 'build', 'write_matrix.json'))
+    args = ap.parse_args()
+    blocks = parse_sizes(args.blocks)
+    depths = [int(d) for d in args.depths.split(',')]
+    result = {'date': time.strftime('%Y-%m-%d'), 'cells': [], 'cpu': []}
+
+    harness.install_module()
+    workdir = harness.scratch_dir('bench-matrix-')
+    with harness.Smbd(workdir, LOCAL_SHARES, log_level='0') as smbd:
+        pumper = Pumper(smbd)
+        for kind in args.backends.split(','):
+            result['cells'] += matrix(pumper, kind, args.rounds,
+                                      args.scale, blocks, depths)
+        if not args.no_cpu:
+            result['cpu'] = cpu_table(pumper, args.rounds, args.scale)
+        pumper.quit()
+    shutil.rmtree(workdir, ignore_errors=True)
+    if args.gluster:
+        import gluster_bench
+        result['cells'] += gluster_bench.run(args, blocks, depths, matrix,
+                                             Pumper)
+    summary(result['cells'])
+    with open(args.json, 'w') as f:
+        json.dump(result, f, indent=1)
+    print('\nwrote %s' % args.json)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
