@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 
@@ -93,24 +94,45 @@ class Pumper:
             c.quit()
 
 
+def paired(rounds, run_a, run_b):
+    """One warm-up run of each (a fresh file system allocates slowly),
+    then rounds of a and b next to each other, in alternating order; the
+    ratio a/b of each pair cancels the machine's slow drift.  Returns the
+    medians of a and b, and the quartiles of the ratios."""
+    run_a()
+    run_b()
+    a, b, ratios = [], [], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            x, y = run_a(), run_b()
+        else:
+            y, x = run_b(), run_a()
+        a.append(x)
+        b.append(y)
+        ratios.append(x / y)
+    q = statistics.quantiles(ratios, n=4) if rounds > 1 else ratios * 3
+    return statistics.median(a), statistics.median(b), q
+
+
 def matrix(pumper, kind, rounds, scale, blocks, depths):
     tuned, base = PAIRS[kind]
     cells = []
     for block in blocks:
         for depth in depths:
             total = total_for(block, scale)
-            m = median_alternating(rounds, {
-                'iotune': lambda: pumper.run(tuned, total, block, depth),
-                'base': lambda: pumper.run(base, total, block, depth),
-            })
+            a, b, q = paired(
+                rounds,
+                lambda: pumper.run(tuned, total, block, depth),
+                lambda: pumper.run(base, total, block, depth))
             cell = {'backend': kind, 'block': block, 'depth': depth,
-                    'iotune_mbs': round(m['iotune'], 1),
-                    'base_mbs': round(m['base'], 1),
-                    'ratio': round(m['iotune'] / m['base'], 3)}
+                    'iotune_mbs': round(a, 1), 'base_mbs': round(b, 1),
+                    'ratio': round(q[1], 3),
+                    'ratio_q1': round(q[0], 3), 'ratio_q3': round(q[2], 3)}
             cells.append(cell)
             print('%-9s %6s x%-2d  iotune %7.0f  base %7.0f MB/s  %5.2fx'
-                  % (kind, size_name(block), depth, m['iotune'],
-                     m['base'], cell['ratio']), flush=True)
+                  '  (quartiles %.2f-%.2f)'
+                  % (kind, size_name(block), depth, a, b, q[1], q[0],
+                     q[2]), flush=True)
     return cells
 
 
@@ -150,14 +172,16 @@ def cpu_table(pumper, rounds, scale):
 
 
 def summary(cells):
-    print('\nno-regression goal (iotune >= 0.97x in every cell):')
+    print('\nno-regression goal (iotune >= 0.97x in every cell); a cell is '
+          'a clear regression when even its upper quartile is below 0.97:')
     for kind in sorted({c['backend'] for c in cells}):
         mine = [c for c in cells if c['backend'] == kind]
         worst = min(mine, key=lambda c: c['ratio'])
-        print('  %-9s worst %.2fx (%s x%d), %d of %d cells below 0.97' %
+        print('  %-9s worst median %.2fx (%s x%d); medians below 0.97: %d, '
+              'clear regressions: %d, of %d cells' %
               (kind, worst['ratio'], size_name(worst['block']),
                worst['depth'], sum(c['ratio'] < 0.97 for c in mine),
-               len(mine)))
+               sum(c['ratio_q3'] < 0.97 for c in mine), len(mine)))
 
 
 def parse_sizes(text):
@@ -180,6 +204,8 @@ def main():
     ap.add_argument('--gluster', action='store_true',
                     help='also GlusterFS (installs and starts it)')
     ap.add_argument('--no-cpu', action='store_true')
+    ap.add_argument('--path', help='a directory for the local shares '
+                    '(default: the work dir, on the repository\'s disk)')
     ap.add_argument('--json', default=os.path.join(
         harness.REPO, 'build', 'write_matrix.json'))
     args = ap.parse_args()
@@ -189,7 +215,13 @@ def main():
 
     harness.install_module()
     workdir = harness.scratch_dir('bench-matrix-')
-    with harness.Smbd(workdir, LOCAL_SHARES, log_level='0') as smbd:
+    shares = {name: dict(params) for name, params in LOCAL_SHARES.items()}
+    if args.path:
+        for name, params in shares.items():
+            params['path'] = os.path.join(args.path, name)
+            os.makedirs(params['path'], exist_ok=True)
+    result['path'] = args.path or workdir
+    with harness.Smbd(workdir, shares, log_level='0') as smbd:
         pumper = Pumper(smbd)
         for kind in args.backends.split(','):
             result['cells'] += matrix(pumper, kind, args.rounds,

@@ -33,6 +33,7 @@
 
 enum option_kind {
 	OPTION_SIZE,
+	OPTION_SIZE_AUTO,	/* "auto" (IOTUNE_SIZE_AUTO) or a size */
 	OPTION_MSEC,
 	OPTION_UINT,
 	OPTION_BOOL,
@@ -158,6 +159,14 @@ static const struct option_spec option_specs[] = {
 		.min = 0,
 		.max = 1 * GIB,
 		.offset = CONFIG_FIELD(write_cache_size),
+	},
+	{
+		.name = "write cache bypass size",
+		.kind = OPTION_SIZE_AUTO,
+		.default_text = "auto",
+		.min = 4 * KIB,
+		.max = 1 * GIB,
+		.offset = CONFIG_FIELD(write_cache_bypass_size),
 	},
 	{
 		.name = "write cache max files",
@@ -363,11 +372,14 @@ static void describe_accepted(const struct option_spec *spec,
 
 	switch (spec->kind) {
 	case OPTION_SIZE:
+	case OPTION_SIZE_AUTO:
 		iotune_format_size(spec->min, lo, sizeof(lo));
 		iotune_format_size(spec->max, hi, sizeof(hi));
 		snprintf(buf, buflen,
-			 "a size in bytes with an optional K, M or G suffix, "
-			 "from %s to %s", lo, hi);
+			 "%sa size in bytes with an optional K, M or G suffix, "
+			 "from %s to %s",
+			 spec->kind == OPTION_SIZE_AUTO ? "auto, or " : "",
+			 lo, hi);
 		return;
 	case OPTION_MSEC:
 		snprintf(buf, buflen,
@@ -400,9 +412,21 @@ static int parse_number_option(const struct option_spec *spec,
 			       const char *text,
 			       uint64_t *value)
 {
+	static const struct iotune_enum_value auto_word[] = {
+		{ "auto", 1 },
+		{ NULL, 0 },
+	};
+	int auto_value;
 	int ret;
 
 	switch (spec->kind) {
+	case OPTION_SIZE_AUTO:
+		if (iotune_parse_enum(text, auto_word, &auto_value) == 0) {
+			*value = IOTUNE_SIZE_AUTO;
+			return 0;
+		}
+		ret = iotune_parse_size(text, value);
+		break;
 	case OPTION_SIZE:
 		ret = iotune_parse_size(text, value);
 		break;
@@ -519,18 +543,24 @@ void iotune_config_describe(const struct iotune_config *config,
 			    size_t buflen)
 {
 	char size[32];
+	char bypass[32] = "auto";
 	char ra_max[32];
 	char budget[32];
 
 	iotune_format_size(config->write_cache_size, size, sizeof(size));
+	if (config->write_cache_bypass_size != IOTUNE_SIZE_AUTO) {
+		iotune_format_size(config->write_cache_bypass_size, bypass,
+				   sizeof(bypass));
+	}
 	iotune_format_size(config->readahead_max, ra_max, sizeof(ra_max));
 	iotune_format_size(config->readahead_budget, budget, sizeof(budget));
 	snprintf(buf, buflen,
-		 "write cache size = %s, write cache max files = %" PRIu64
+		 "write cache size = %s, write cache bypass size = %s"
+		 ", write cache max files = %" PRIu64
 		 ", write cache flush timeout = %" PRIu64 "ms, readahead = %s"
 		 ", readahead max = %s, readahead budget = %s, fadvise = %s"
 		 ", drop behind = %s, direct io = %s, stats = %s",
-		 size, config->write_cache_max_files,
+		 size, bypass, config->write_cache_max_files,
 		 config->write_cache_flush_timeout_ms,
 		 enum_name(readahead_modes, config->readahead), ra_max, budget,
 		 enum_name(fadvise_choices, config->fadvise),

@@ -264,6 +264,7 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 	share->name = lp_const_servicename(snum);
 	share->conn = handle->conn;
 	iotune_share_write_cache(share, snum);
+	iotune_wcache_share_init(share, snum);
 	iotune_ra_share_init(share);
 	share->serial = ++share->proc->next_share_serial;
 	DLIST_ADD(share->proc->shares, share);

@@ -43,6 +43,7 @@ struct iotune_share {
 	unsigned serial;
 	bool wc_on;			/* the write cache may be used */
 	bool wc_leases;			/* ... under leases too */
+	uint64_t wc_bypass;		/* writes this large go to disk */
 	struct iotune_ra_config ra_config;
 	bool ra_active;			/* prefetch or drop-behind to do */
 	bool dio_unsupported;		/* the file system refused O_DIRECT */
@@ -116,6 +117,7 @@ ssize_t iotune_aio_recv(struct tevent_req *req,
 			struct vfs_aio_state *vfs_aio_state);
 
 /* vfs_iotune_wcache.c */
+void iotune_wcache_share_init(struct iotune_share *share, int snum);
 struct iotune_cache *iotune_cache_of(struct files_struct *fsp);
 struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct iotune_file *file,
@@ -297,6 +299,7 @@ bool iotune_smbd_fsp_may_cache(const struct files_struct *fsp);
 bool iotune_smbd_foreign_handle(struct iotune_process *p,
 				const struct file_id *id);
 bool iotune_smbd_leases_stay_in_process(void);
+const char *iotune_smbd_module_below(int snum, const char *const *names);
 const char *iotune_smbd_incompatible_module(int snum);
 int iotune_smbd_reopen(int fd, int flags);
 

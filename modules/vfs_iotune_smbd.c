@@ -344,10 +344,8 @@ bool iotune_smbd_leases_stay_in_process(void)
 	return smbXsrv_server_multi_channel_enabled();
 }
 
-/* Modules that complete async I/O on their own tevent context */
-static const char *iotune_incompatible_below[] = { "io_uring", NULL };
-
-const char *iotune_smbd_incompatible_module(int snum)
+/* Is one of names in the share's "vfs objects" after (below) iotune? */
+const char *iotune_smbd_module_below(int snum, const char *const *names)
 {
 	const char **objects = lp_vfs_objects(snum);
 	bool below = false;
@@ -359,16 +357,21 @@ const char *iotune_smbd_incompatible_module(int snum)
 			below = true;
 			continue;
 		}
-		for (j = 0; below && iotune_incompatible_below[j] != NULL;
-		     j++) {
-			const char *bad = iotune_incompatible_below[j];
-
-			if (strequal(objects[i], bad)) {
+		for (j = 0; below && names[j] != NULL; j++) {
+			if (strequal(objects[i], names[j])) {
 				return objects[i];
 			}
 		}
 	}
 	return NULL;
+}
+
+/* Modules that complete async I/O on their own tevent context */
+const char *iotune_smbd_incompatible_module(int snum)
+{
+	static const char *const incompatible[] = { "io_uring", NULL };
+
+	return iotune_smbd_module_below(snum, incompatible);
 }
 
 /* Opens fd's file again with other flags (O_DIRECT), through /proc. */

@@ -33,6 +33,7 @@
 
 #include "includes.h"
 #include <sched.h>
+#include <sys/vfs.h>
 #include "smbd/smbd.h"
 #include "smbd/globals.h"
 #include "lib/pthreadpool/pthreadpool_tevent.h"
@@ -44,6 +45,10 @@
 
 /* writes of at least this are copied into the cache in the thread pool */
 #define IOTUNE_COPY_IN_POOL (64 * 1024)
+
+/* bypass size "auto" on a local file system: coalescing writes this
+ * large saves less than the copy into the cache costs */
+#define IOTUNE_BYPASS_LOCAL (64 * 1024)
 
 struct iotune_copy_job;
 
@@ -102,6 +107,61 @@ static void iotune_cache_maybe_release(struct iotune_cache *cache);
 struct iotune_wcache *iotune_cache_core(struct iotune_cache *cache)
 {
 	return &cache->wc;
+}
+
+/*
+ * Where every write costs a round trip or a device command (direct I/O,
+ * a cluster or network file system below or under the share), even large
+ * writes gain from coalescing; on a local file system through the page
+ * cache a write of 64 KiB or more does not.
+ */
+static bool iotune_backend_per_op_costly(const struct iotune_share *share,
+					 int snum)
+{
+	static const char *const remote[] = {
+		"glusterfs", "ceph", "ceph_new", NULL,
+	};
+	static const long remote_fs[] = {
+		0x65735546,	/* FUSE (GlusterFS, CephFS, ... mounts) */
+		0x6969,		/* NFS */
+		(long)0xfe534d42, (long)0xff534d42,	/* SMB2, CIFS */
+		0x00c36400,	/* CephFS */
+		0x01161970,	/* GFS2 */
+		0x7461636f,	/* OCFS2 */
+		0x47504653,	/* GPFS */
+		0x0bd00bd0,	/* Lustre */
+	};
+	struct statfs sfs;
+	size_t i;
+
+	if (share->config.direct_io == IOTUNE_DIRECT_WRITES ||
+	    share->config.direct_io == IOTUNE_DIRECT_BOTH ||
+	    iotune_smbd_module_below(snum, remote) != NULL) {
+		return true;
+	}
+	if (statfs(share->conn->connectpath, &sfs) != 0) {
+		return false;
+	}
+	for (i = 0; i < ARRAY_SIZE(remote_fs); i++) {
+		if ((long)sfs.f_type == remote_fs[i]) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The write cache's settings of a share that come from its backend */
+void iotune_wcache_share_init(struct iotune_share *share, int snum)
+{
+	uint64_t bypass = share->config.write_cache_bypass_size;
+
+	if (bypass == IOTUNE_SIZE_AUTO) {
+		bypass = iotune_backend_per_op_costly(share, snum) ?
+			 share->config.write_cache_size : IOTUNE_BYPASS_LOCAL;
+	}
+	share->wc_bypass = MIN(bypass, share->config.write_cache_size);
+	DBG_INFO("share '%s': writes of %" PRIu64 " bytes or more go "
+		 "straight to disk\n", share->name, share->wc_bypass);
 }
 
 static struct iotune_wc_stats *iotune_cache_stats(struct iotune_share *share)
@@ -626,6 +686,7 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 	struct iotune_wc_params params = {
 		.capacity = share->config.write_cache_size,
 		.timeout_ms = share->config.write_cache_flush_timeout_ms,
+		.bypass_size = share->wc_bypass,
 		.copy_size = IOTUNE_COPY_IN_POOL,
 	};
 	SMB_STRUCT_STAT st;

@@ -384,6 +384,22 @@ static bool step_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
 	return true;
 }
 
+/*
+ * A large write that would wait for the cache's flush goes to disk
+ * itself when no older data it overlaps is cached or on its way: the
+ * cache does not serialize a pipelined stream of large writes.  Small
+ * writes wait; coalescing them is what the cache is for.
+ */
+static bool steps_aside(const struct iotune_wcache *c,
+			const struct iotune_wc_op *op)
+{
+	uint64_t end = op->off + op->n;
+
+	return c->p.copy_size != 0 && op->n >= c->p.copy_size &&
+	       !dirty_overlaps(c, op->off, end) &&
+	       !in_flight_overlaps(c, op->off, end);
+}
+
 /* A small write while the cache may cache: absorb it, or wait. */
 static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 			uint64_t now_ms, struct iotune_wc_action *act)
@@ -397,11 +413,15 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 	while ((r = absorb(c, op, now_ms)) == ABSORB_NO) {
 		if (c->active.n_ext > 0) {
 			/* outside the window, or too many extents */
-			if (!iotune_wc_begin_flush(c, IOTUNE_FLUSH_NONCONTIG,
-						   act)) {
-				return false;	/* behind the flush */
+			if (iotune_wc_begin_flush(c, IOTUNE_FLUSH_NONCONTIG,
+						  act)) {
+				continue;
 			}
-			continue;
+			if (steps_aside(c, op)) {
+				return step_to_disk(c, op, IOTUNE_FLUSH_BYPASS,
+						    act);
+			}
+			return false;	/* behind the flush */
 		}
 		ret = place_window(c, op->off, op->off + op->n);
 		if (ret == ENOMEM) {

@@ -55,6 +55,9 @@ int iotune_parse_enum(const char *text,
 /* Formats a size the way an admin would write it: "1M", "64K", "1000" */
 void iotune_format_size(uint64_t value, char *buf, size_t buflen);
 
+/* "auto" for options that take it */
+#define IOTUNE_SIZE_AUTO UINT64_MAX
+
 /*
  * The configuration of one share, read once at tree connect.
  */
@@ -86,6 +89,7 @@ struct iotune_config {
 	int fadvise;			/* enum iotune_fadvise_choice */
 	bool drop_behind;
 	uint64_t write_cache_size;
+	uint64_t write_cache_bypass_size;	/* or IOTUNE_SIZE_AUTO */
 	uint64_t write_cache_max_files;
 	uint64_t write_cache_flush_timeout_ms;
 };

@@ -185,6 +185,7 @@ static void test_config_defaults(void **state)
 	assert_int_equal(iotune_config_load(&c, fake_lookup, conf,
 					    err, sizeof(err)), 0);
 	assert_true(c.write_cache_size == 1024 * 1024);
+	assert_true(c.write_cache_bypass_size == IOTUNE_SIZE_AUTO);
 	assert_true(c.write_cache_max_files == 10);
 	assert_true(c.write_cache_flush_timeout_ms == 1000);
 	assert_true(c.stats);
@@ -200,6 +201,7 @@ static void test_config_values(void **state)
 {
 	const char *conf[] = {
 		"write cache size", "8K",
+		"write cache bypass size", "32K",
 		"write cache max files", "3",
 		"write cache flush timeout", "2s",
 		"stats", "no",
@@ -207,21 +209,44 @@ static void test_config_values(void **state)
 	};
 	struct iotune_config c;
 	char err[256];
-	char desc[256];
+	char desc[512];
 
 	(void)state;
 	assert_int_equal(iotune_config_load(&c, fake_lookup, conf,
 					    err, sizeof(err)), 0);
 	assert_true(c.write_cache_size == 8192);
+	assert_true(c.write_cache_bypass_size == 32768);
 	assert_true(c.write_cache_max_files == 3);
 	assert_true(c.write_cache_flush_timeout_ms == 2000);
 	assert_false(c.stats);
 
 	iotune_config_describe(&c, desc, sizeof(desc));
 	assert_non_null(strstr(desc, "write cache size = 8K"));
+	assert_non_null(strstr(desc, "write cache bypass size = 32K"));
 	assert_non_null(strstr(desc, "write cache max files = 3"));
 	assert_non_null(strstr(desc, "flush timeout = 2000ms"));
 	assert_non_null(strstr(desc, "stats = no"));
+}
+
+/* "auto" or a size; anything else names what is accepted */
+static void test_config_size_or_auto(void **state)
+{
+	const char *autos[] = { "write cache bypass size", " AUTO ", NULL };
+	const char *bad[] = { "write cache bypass size", "sometimes", NULL };
+	const char *small[] = { "write cache bypass size", "1K", NULL };
+	struct iotune_config c;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(iotune_config_load(&c, fake_lookup, autos, err,
+					    sizeof(err)), 0);
+	assert_true(c.write_cache_bypass_size == IOTUNE_SIZE_AUTO);
+	assert_int_equal(iotune_config_load(&c, fake_lookup, bad, err,
+					    sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "expected auto, or a size"));
+	assert_int_equal(iotune_config_load(&c, fake_lookup, small, err,
+					    sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "out of range"));
 }
 
 static void test_config_invalid_names_option_value_and_accepted(void **s)
@@ -322,6 +347,7 @@ int main(void)
 		cmocka_unit_test(test_format_size),
 		cmocka_unit_test(test_config_defaults),
 		cmocka_unit_test(test_config_values),
+		cmocka_unit_test(test_config_size_or_auto),
 		cmocka_unit_test(
 			test_config_invalid_names_option_value_and_accepted),
 		cmocka_unit_test(test_config_out_of_range),
