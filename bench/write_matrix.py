@@ -52,6 +52,8 @@ PAIRS = {
     'pagecache': ('pc_iotune', 'pc_plain'),
     'odirect': ('dio_iotune', 'dio_uncached'),
     'glusterfs': ('gl_iotune', 'gl_plain'),
+    'fuse-wb-on': ('fuse_iotune', 'fuse_plain'),
+    'fuse-wb-off': ('fuse_iotune', 'fuse_plain'),
 }
 
 
@@ -79,7 +81,7 @@ class Pumper:
         flight, until SMB2 FLUSH returns"""
         c = self.client(share)
         self.serial += 1
-        c.open('bench-%d.bin' % (self.serial % 2), 'batch')
+        c.open('bench-%s-%d.bin' % (share, self.serial % 2), 'batch')
         c.truncate(0)
         started = time.monotonic()
         done, _ = c.pump('write', total, block, depth)

@@ -3,6 +3,8 @@
 #   unit         cmocka tests of the core (build/tests/unit/test_*)
 #   integration  pytest against a real smbd (tests/integration)
 #   fuzz         libFuzzer targets of the core (tests/fuzz), bounded runs
+#   glusterfs    pytest against a real smbd over a GlusterFS volume
+#                (vfs_glusterfs), which the stage sets up and tears down
 #   conformance  smbtorture, plain share vs iotune shares
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -15,7 +17,7 @@ import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-STAGES = ['unit', 'fuzz', 'integration', 'conformance']
+STAGES = ['unit', 'fuzz', 'integration', 'glusterfs', 'conformance']
 
 # fuzz target -> libFuzzer arguments (bounded: a test, not a campaign)
 FUZZ_TARGETS = {
@@ -89,15 +91,24 @@ def stage_fuzz():
     return passed, failed
 
 
-def stage_integration():
+def pytest_stage(marks):
     rc, out = run(['/usr/bin/python3', '-m', 'pytest', '-q', '-rfE',
-                   '-p', 'no:cacheprovider', 'tests/integration'])
+                   '-p', 'no:cacheprovider', '-m', marks,
+                   'tests/integration'])
     tail = out.strip().splitlines()[-1] if out.strip() else ''
     passed = count(r'(\d+) passed', tail)
     failed = count(r'(\d+) (?:failed|error)', tail)
     if rc != 0 and failed == 0:
         failed = 1
     return passed, failed
+
+
+def stage_integration():
+    return pytest_stage('not glusterfs')
+
+
+def stage_glusterfs():
+    return pytest_stage('glusterfs')
 
 
 def stage_conformance():

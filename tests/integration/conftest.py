@@ -18,6 +18,12 @@ PLAIN = {'vfs objects': 'streams_xattr'}
 IOTUNE = {'vfs objects': 'iotune streams_xattr'}
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        'markers', 'glusterfs: needs a GlusterFS volume (the glusterfs '
+        'stage of tests/run_all.py)')
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

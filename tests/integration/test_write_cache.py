@@ -109,7 +109,20 @@ class Model:
 WRITE_SIZES = [1, 7, 100, 512, 4096, 4097, 16384, 65536, 70000]
 
 
-def run_model_checked(smbd, share_name, oplock, seed, ops):
+def read_share_file(smbd, share_name):
+    """a reader of the files of a share on the local disk"""
+    def read(name):
+        with open(os.path.join(smbd.share_path(share_name), name),
+                  'rb') as f:
+            return f.read()
+    return read
+
+
+def run_model_checked(smbd, share_name, oplock, seed, ops, on_disk=None):
+    """ops random writes, reads, truncates, flushes and reopens against a
+    model of the file; on_disk(name) reads the file where it is stored
+    (the share's directory by default)"""
+    on_disk = on_disk or read_share_file(smbd, share_name)
     rnd = random.Random(seed)
     model = Model()
     name = 'model-%s-%d.bin' % (oplock, seed)
@@ -156,8 +169,7 @@ def run_model_checked(smbd, share_name, oplock, seed, ops):
         counts[kind] = counts.get(kind, 0) + 1
     client.close()
     client.quit()
-    with open(os.path.join(smbd.share_path(share_name), name), 'rb') as f:
-        assert f.read() == bytes(model.data)
+    assert on_disk(name) == bytes(model.data)
     return counts
 
 
@@ -170,17 +182,18 @@ def test_model_checked_integrity(smbd, share_name, oplock, seed):
     assert counts['truncate'] > 0 and counts['flush'] > 0
 
 
-def coherence_rounds(smbd, oplock, rounds, seed):
+def coherence_rounds(smbd, oplock, rounds, seed, share='coherent',
+                     on_disk=None):
     """A writer holding an oplock or lease makes small writes; a second
     connection opens the file, which breaks the writer's oplock/lease.
     Once smbd has answered a request sent after the break, the file on
     disk must hold every acknowledged byte, before any ack; the opener
     must then read them too.  Returns the number of stale bytes seen."""
+    on_disk = on_disk or read_share_file(smbd, share)
     rnd = random.Random(seed)
     name = 'coherence-%s.bin' % oplock
-    path = os.path.join(smbd.share_path('coherent'), name)
-    writer = harness.ScriptClient(smbd, 'coherent')
-    reader = harness.PyClient(smbd, 'coherent', multi_threaded=True)
+    writer = harness.ScriptClient(smbd, share)
+    reader = harness.PyClient(smbd, share, multi_threaded=True)
     stale = 0
     model = Model()
     for r in range(rounds):
@@ -200,9 +213,7 @@ def coherence_rounds(smbd, oplock, rounds, seed):
         brk = writer.wait_break(10000)
         assert brk != 'none', 'round %d: no break' % r
         writer.echo()
-        with open(path, 'rb') as f:
-            on_disk = f.read()
-        stale += count_stale(on_disk, model.data)
+        stale += count_stale(on_disk(name), model.data)
         writer.ack()
         opener.join(60)
         assert 'fnum' in opened, 'round %d: the opener did not get in' % r

@@ -1,0 +1,49 @@
+# The GlusterFS part of bench/write_matrix.py (--gluster): a real
+# single-brick volume on this host, a share on it through Samba's
+# vfs_glusterfs with and without iotune, and shares on a FUSE mount of it
+# (GlusterFS's own client, whose write-behind is the anchor: it is
+# measured on and off, since vfs_glusterfs switches it to pass-through).
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'tests', 'integration'))
+
+import gluster  # noqa: E402
+import harness  # noqa: E402
+
+
+def run(args, blocks, depths, matrix, pumper_class):
+    workdir = harness.scratch_dir('bench-gluster-')
+    volume = gluster.Gluster(os.path.join(workdir, 'volume'))
+    cells = []
+    try:
+        volume.start()
+        mnt = volume.mount(os.path.join(workdir, 'mnt'))
+        for d in ('plain', 'iotune'):
+            os.makedirs(os.path.join(mnt, d), exist_ok=True)
+        shares = {
+            'gl_plain': volume.share('glusterfs'),
+            'gl_iotune': volume.share('iotune glusterfs'),
+            'fuse_plain': {'path': os.path.join(mnt, 'plain')},
+            'fuse_iotune': {'vfs objects': 'iotune',
+                            'path': os.path.join(mnt, 'iotune')},
+        }
+        with harness.Smbd(os.path.join(workdir, 'smbd'), shares,
+                          log_level='0') as smbd:
+            pumper = pumper_class(smbd)
+            cells += matrix(pumper, 'glusterfs', args.rounds, args.scale,
+                            blocks, depths)
+            for wb in ('on', 'off'):
+                volume.set('performance.write-behind', wb)
+                cells += matrix(pumper, 'fuse-wb-' + wb, args.rounds,
+                                args.scale, blocks, depths)
+            pumper.quit()
+    finally:
+        volume.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return cells

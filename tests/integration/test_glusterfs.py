@@ -1,0 +1,89 @@
+# The write cache over a real GlusterFS volume through Samba's
+# vfs_glusterfs (the "glusterfs" test stage, not the integration stage):
+# every pwrite is an RPC to the brick there, which is where the cache
+# pays most.  Correctness (a model check, coherence on breaks) and the
+# brick's WRITE call counts; throughput is measured by
+# bench/write_matrix.py --gluster, not here.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import os
+
+import pytest
+
+import gluster
+import harness
+from conftest import start_smbd
+from test_write_cache import coherence_rounds, run_model_checked
+
+pytestmark = pytest.mark.glusterfs
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@pytest.fixture(scope='module')
+def volume(request):
+    g = gluster.Gluster(harness.scratch_dir('glusterfs-'))
+    request.addfinalizer(g.stop)
+    return g.start()
+
+
+@pytest.fixture(scope='module')
+def smbd(request, volume):
+    return start_smbd(request, {
+        'gl_plain': volume.share('glusterfs'),
+        'gl_iotune': volume.share(
+            'iotune glusterfs',
+            **{'iotune:write cache flush timeout': '60s'}),
+    })
+
+
+def on_brick(volume):
+    def read(name):
+        with open(volume.brick_file(name), 'rb') as f:
+            return f.read()
+    return read
+
+
+def pump_pattern(block):
+    """what smb2-script pump writes into every block"""
+    return bytes((i * 2654435761 >> 24) & 0xff for i in range(block))
+
+
+def test_brick_write_calls_cut_100x(volume, smbd):
+    """16 MiB in 4 KiB writes, 8 in flight: the brick's WRITE calls"""
+    volume.profile_start()
+    calls = {}
+    for share in ['gl_plain', 'gl_iotune']:
+        before = volume.write_calls()
+        c = harness.ScriptClient(smbd, share)
+        c.open('calls-%s.bin' % share, 'batch')
+        assert c.pump('write', 16 * MIB, 4 * KIB, 8)[0] == 16 * MIB
+        c.flush()
+        c.close()
+        c.quit()
+        calls[share] = volume.write_calls() - before
+        data = on_brick(volume)('calls-%s.bin' % share)
+        assert data == pump_pattern(4 * KIB) * (16 * MIB // (4 * KIB))
+    print('brick WRITE calls for 16 MiB in 4 KiB writes: %s' % calls)
+    assert calls['gl_plain'] >= 4096
+    assert calls['gl_plain'] >= 100 * calls['gl_iotune']
+
+
+@pytest.mark.parametrize('oplock', ['batch', 'lease'])
+def test_model_checked_through_glusterfs(volume, smbd, oplock):
+    counts = run_model_checked(smbd, 'gl_iotune', oplock, 11, 1000,
+                               on_disk=on_brick(volume))
+    print('glusterfs %s: %s' % (oplock, counts))
+    assert counts['truncate'] > 0 and counts['flush'] > 0
+
+
+@pytest.mark.parametrize('oplock', ['batch', 'lease'])
+def test_break_coherence_on_glusterfs(volume, smbd, oplock):
+    rounds = int(os.environ.get('IOTUNE_GLUSTER_ROUNDS', '200'))
+    stale = coherence_rounds(smbd, oplock, rounds, seed=7,
+                             share='gl_iotune', on_disk=on_brick(volume))
+    print('glusterfs coherence with %s: %d rounds, %d stale bytes' %
+          (oplock, rounds, stale))
+    assert stale == 0
