@@ -14,10 +14,12 @@
 #               a FUSE mount of the volume, without iotune, with Gluster's
 #               write-behind on and off (the anchor)
 #
-# Also prints the CPU time smbd spends per MiB written (perf's hardware
+# Also the O_DIRECT goals (64 KiB cached writes next to 1 MiB direct
+# writes and to what smbd's request path allows), and the CPU time smbd
+# spends per MiB written, in all and in its main thread (perf's hardware
 # counters are not available in these VMs: `perf stat -e instructions`
-# says "not supported"; CPU time is read from /proc) and writes all
-# figures to --json.
+# says "not supported"; CPU time is read from /proc).  All figures go to
+# --json.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -143,12 +145,17 @@ def size_name(n):
 
 
 def cpu_per_mib(pumper, share, block, depth, total):
-    """CPU seconds of smbd's children per MiB written"""
+    """CPU seconds per MiB written of smbd's children, and of their main
+    threads alone (what the thread pool does is the difference)"""
     pumper.client(share)
-    before = harness.cpu_seconds(pumper.smbd.child_pids())
+    pids = pumper.smbd.child_pids()
+    before = (harness.cpu_seconds(pids),
+              harness.cpu_seconds(pids, main_thread_only=True))
     pumper.run(share, total, block, depth)
-    after = harness.cpu_seconds(pumper.smbd.child_pids())
-    return (after - before) / (total / MIB)
+    after = (harness.cpu_seconds(pids),
+             harness.cpu_seconds(pids, main_thread_only=True))
+    mib = total / MIB
+    return (after[0] - before[0]) / mib, (after[1] - before[1]) / mib
 
 
 def cpu_table(pumper, rounds, scale):
@@ -163,13 +170,51 @@ def cpu_table(pumper, rounds, scale):
                 'base': lambda: cpu_per_mib(pumper, base, block, depth,
                                             total),
             })
-            rows.append({'backend': kind, 'block': block, 'depth': depth,
-                         'iotune_cpu_ms_per_mib': round(m['iotune'] * 1e3,
-                                                        3),
-                         'base_cpu_ms_per_mib': round(m['base'] * 1e3, 3)})
-            print('cpu %-9s %6s x%-2d  iotune %.3f  base %.3f ms/MiB' %
-                  (kind, size_name(block), depth, m['iotune'] * 1e3,
-                   m['base'] * 1e3), flush=True)
+            row = {'backend': kind, 'block': block, 'depth': depth,
+                   'iotune_cpu_ms_per_mib': round(m['iotune'][0] * 1e3, 3),
+                   'iotune_main_ms_per_mib': round(m['iotune'][1] * 1e3, 3),
+                   'base_cpu_ms_per_mib': round(m['base'][0] * 1e3, 3),
+                   'base_main_ms_per_mib': round(m['base'][1] * 1e3, 3)}
+            rows.append(row)
+            print('cpu %-9s %6s x%-2d  iotune %.2f (main thread %.2f)  '
+                  'base %.2f (main thread %.2f) ms/MiB' %
+                  (kind, size_name(block), depth,
+                   row['iotune_cpu_ms_per_mib'],
+                   row['iotune_main_ms_per_mib'],
+                   row['base_cpu_ms_per_mib'],
+                   row['base_main_ms_per_mib']), flush=True)
+    return rows
+
+
+def odirect_goal(pumper, rounds, scale):
+    """64 KiB writes with the cache on a direct I/O share, next to the
+    same client's 1 MiB direct writes, and next to 64 KiB writes on a
+    share without iotune (what smbd's request path lets one client push
+    through in 64 KiB requests at all)"""
+    rows = []
+    total = int(64 * MIB * scale)
+    for depth in (1, 8):
+        m = median_alternating(rounds, {
+            'cached 64K': lambda: pumper.run('dio_iotune', total,
+                                             64 * KIB, depth),
+            'direct 1M': lambda: pumper.run('dio_uncached', total, MIB,
+                                            depth),
+            'uncached 64K': lambda: pumper.run('dio_uncached', total,
+                                               64 * KIB, depth),
+            'no module 64K': lambda: pumper.run('pc_plain', total,
+                                                64 * KIB, depth),
+        })
+        row = {'depth': depth}
+        row.update({k: round(v, 1) for k, v in m.items()})
+        rows.append(row)
+        print('odirect x%d: cached 64K %.0f, direct 1M %.0f, uncached 64K '
+              '%.0f, page cache without iotune 64K %.0f MB/s: cached 64K / '
+              'direct 1M %.2f (target >= 0.90), / uncached 64K %.2f '
+              '(target >= 1), / the request path %.2f' %
+              (depth, m['cached 64K'], m['direct 1M'], m['uncached 64K'],
+               m['no module 64K'], m['cached 64K'] / m['direct 1M'],
+               m['cached 64K'] / m['uncached 64K'],
+               m['cached 64K'] / m['no module 64K']), flush=True)
     return rows
 
 
@@ -228,6 +273,9 @@ def main():
         for kind in args.backends.split(','):
             result['cells'] += matrix(pumper, kind, args.rounds,
                                       args.scale, blocks, depths)
+        if 'odirect' in args.backends.split(','):
+            result['odirect_goal'] = odirect_goal(pumper, args.rounds,
+                                                  args.scale)
         if not args.no_cpu:
             result['cpu'] = cpu_table(pumper, args.rounds, args.scale)
         pumper.quit()

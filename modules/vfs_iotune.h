@@ -296,6 +296,7 @@ void iotune_smbd_flush_ended(struct iotune_process *p);
 void iotune_smbd_run_flush_ev_once(struct iotune_process *p);
 void iotune_smbd_wake_main_loop(struct iotune_process *p);
 bool iotune_smbd_fsp_may_cache(const struct files_struct *fsp);
+bool iotune_smbd_handle_busy(const struct files_struct *fsp);
 bool iotune_smbd_foreign_handle(struct iotune_process *p,
 				const struct file_id *id);
 bool iotune_smbd_leases_stay_in_process(void);

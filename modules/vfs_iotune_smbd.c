@@ -13,6 +13,8 @@
  *   BREAK_IN_PROGRESS flag).
  * - Foreign handles: smbd 4.17 keeps every files_struct of the process
  *   in sconn->files, new ones at the head.
+ * - Pipelining: fsp->num_aio_requests counts a handle's requests in
+ *   flight.
  * - A private tevent context for flushes, so that synchronous VFS calls
  *   can wait for a flush in flight, and its polling.
  * - MSG_PROFILE: smbd's messaging gives a message type to one handler;
@@ -106,6 +108,16 @@ bool iotune_smbd_fsp_may_cache(const struct files_struct *fsp)
 		return fsp->sent_oplock_break == NO_BREAK_SENT;
 	}
 	return false;
+}
+
+/*
+ * Are other requests of this handle in flight (a client that pipelines)?
+ * smbd 4.17 counts a handle's async requests in fsp->num_aio_requests; a
+ * request is added after its send function returned.
+ */
+bool iotune_smbd_handle_busy(const struct files_struct *fsp)
+{
+	return fsp->num_aio_requests > 0;
 }
 
 static bool iotune_conn_is_ours(const struct iotune_process *p,

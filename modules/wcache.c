@@ -348,6 +348,7 @@ static enum absorb_result absorb(struct iotune_wcache *c,
 		return ABSORB_NO;
 	}
 	caller_copies = c->p.copy_size != 0 && op->n >= c->p.copy_size &&
+			op->busy &&
 			!iotune_wc_buf_overlaps(&c->active, op->off, end);
 	if (iotune_wc_buf_insert(&c->active, op->off, op->n) != 0) {
 		return ABSORB_NO;

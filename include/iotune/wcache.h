@@ -151,6 +151,8 @@ struct iotune_wc_op {
 	enum iotune_wc_op_kind kind;
 	enum iotune_wc_op_state state;
 	bool may_cache;		/* its handle holds the right to cache */
+	bool busy;		/* other requests are in flight: the caller
+				 * would rather copy a large write itself */
 	uint64_t off;		/* write */
 	const void *data;
 	size_t n;
@@ -166,8 +168,9 @@ struct iotune_wc_params {
 	uint64_t capacity;	/* the window */
 	uint64_t timeout_ms;	/* dirty data older than this is written */
 	uint64_t bypass_size;	/* writes of at least this go to disk */
-	uint64_t copy_size;	/* larger writes are copied by the caller, in
-				 * its thread pool (0: the core copies all) */
+	uint64_t copy_size;	/* larger writes of busy ops are copied by the
+				 * caller, in its thread pool (0: the core
+				 * copies all) */
 	bool sparse;		/* the file has holes: reserve inside it too */
 };
 

@@ -427,13 +427,16 @@ def client_conf(smbd, path, **params):
     return path
 
 
-def cpu_seconds(pids):
-    """user + system CPU time the processes used so far"""
+def cpu_seconds(pids, main_thread_only=False):
+    """user + system CPU time the processes (or only their main threads)
+    used so far"""
     ticks = os.sysconf('SC_CLK_TCK')
     total = 0
     for pid in pids:
+        path = '/proc/%d/task/%d/stat' % (pid, pid) if main_thread_only \
+            else '/proc/%d/stat' % pid
         try:
-            with open('/proc/%d/stat' % pid) as f:
+            with open(path) as f:
                 fields = f.read().rsplit(')', 1)[1].split()
         except OSError:
             continue

@@ -23,7 +23,11 @@ PUBLISH_WAIT = 1.6      # smbd processes publish once a second
 def smbd(request):
     quiet = dict(IOTUNE)
     quiet['iotune:stats'] = 'no'
-    return start_smbd(request, {'iotune': IOTUNE, 'quiet': quiet},
+    busy = dict(IOTUNE)
+    busy.update({'iotune:readahead': 'adaptive', 'iotune:direct io': 'reads',
+                 'iotune:direct io min size': '0'})
+    return start_smbd(request, {'iotune': IOTUNE, 'quiet': quiet,
+                                'busy': busy},
                       global_params={'smbd profiling level': 'count'})
 
 
@@ -185,6 +189,41 @@ def test_smbcontrol_profile_switches_iotune_and_smbd(smbd):
     log = smbd.log_text()
     assert 'Profiling counts turned ON' in log
     assert 'Profiling turned OFF' in log
+
+
+def test_profile_off_stops_every_iotune_counter(smbd):
+    """With profiling off, nothing iotune counts moves: the write cache
+    (absorbed writes, flushes), read-ahead, fadvise, direct I/O; on
+    again, they all count."""
+    client = harness.ScriptClient(smbd, 'busy')
+
+    def control(what):
+        subprocess.run(['smbcontrol', '--configfile', smbd.conf, 'all',
+                        'profile', what], check=True, capture_output=True)
+        time.sleep(0.3)
+
+    def work(name):
+        client.open(name, 'batch')
+        for off in range(0, 256 * 1024, 4096):
+            client.write(off, b'w' * 4096)
+        client.flush()
+        for off in range(0, 256 * 1024, 65536):
+            client.read(off, 65536)
+        client.close()
+        time.sleep(PUBLISH_WAIT)
+        return counters(smbd, 'busy')['counters']
+
+    control('off')
+    off = work('off.bin')
+    moved = sorted(k for k, v in off.items()
+                   if v and k != 'wc_caches_active')
+    assert moved == [], 'counted with profiling off: %s' % moved
+    control('count')
+    on = work('on.bin')
+    for name in ['wc_writes_cached', 'wc_flushes_fsync', 'ra_prefetch_calls',
+                 'fadvise_calls', 'dio_reads', 'write_ops']:
+        assert on.get(name, 0) > 0, name
+    client.quit()
 
 
 def test_clear_errors(smbd, tmp_path):
