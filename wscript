@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-# iotune - build of the VFS module, its pure core, unit tests and tools.
+# iotune - build of the VFS module, its pure core, unit tests, fuzzers
+# and tools.
 #
 # Run through ./waf, which takes waf from the prepared Samba tree
 # (scripts/prepare-samba.sh) and passes that tree in IOTUNE_SAMBA_TREE.
+# Without one (IOTUNE_CORE_ONLY, or no Samba installed), the core alone
+# is built: it needs a C compiler and cmocka, and clang for the fuzzers.
+# Every build runs the unit tests and short fuzzer runs (tests that did
+# not change are not run again; --alltests runs all).
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import os
 import subprocess
+
+from waflib import Logs
+from waflib.Tools import waf_unit_test
 
 APPNAME = 'iotune'
 VERSION = '0.1.0'
@@ -38,6 +46,22 @@ MODULE_SOURCES = [
     'modules/vfs_iotune_stats.c',
     'modules/vfs_iotune_smbd.c',
 ]
+
+# fuzz target -> libFuzzer arguments of the short run of every build
+FUZZ_TARGETS = {
+    'parsers': '-max_len=512',
+    'wcache': '-max_len=2048',
+}
+FUZZ_SMOKE_RUNS = 20000
+
+FUZZ_FLAGS = ['-g', '-O1', '-fsanitize=fuzzer,address,undefined',
+              '-fno-sanitize-recover=undefined']
+
+FUZZ_CHECK = """
+#include <stddef.h>
+#include <stdint.h>
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return 0; }
+"""
 
 # unit test name -> extra link flags (syscall and libc fakes)
 UNIT_TESTS = {
@@ -77,6 +101,7 @@ CLIENT_LIBS = ['liblibsmb-samba4.so.0', 'libcli-smb-common-samba4.so.0',
 
 def options(opt):
     opt.load('compiler_c')
+    opt.load('waf_unit_test')
 
 
 def smbd_build_option(name):
@@ -87,27 +112,57 @@ def smbd_build_option(name):
     raise RuntimeError('smbd -b does not name ' + name)
 
 
-def configure(conf):
-    conf.load('compiler_c')
-    tree = os.environ.get('IOTUNE_SAMBA_TREE')
-    if not tree or not os.path.isfile(
-            os.path.join(tree, 'bin/default/include/config.h')):
-        conf.fatal('no prepared Samba tree: run ./waf (it calls '
-                   'scripts/prepare-samba.sh) or set IOTUNE_SAMBA_TREE')
+def fuzz_env(env):
+    e = env.derive()
+    e.CC = e.LINK_CC = e.CLANG
+    e.CFLAGS = FUZZ_FLAGS
+    e.LINKFLAGS = FUZZ_FLAGS
+    return e
+
+
+def configure_fuzzers(conf):
+    """clang with libFuzzer, or no fuzzers (said so)"""
+    if not conf.find_program('clang', var='CLANG', mandatory=False):
+        Logs.warn('no clang: the fuzzers are not built (apt-get install '
+                  'clang libclang-rt-14-dev)')
+        return
+    try:
+        conf.check(features='c cprogram', fragment=FUZZ_CHECK,
+                   env=fuzz_env(conf.env),
+                   msg="Checking for clang's libFuzzer")
+        conf.env.FUZZ = True
+    except conf.errors.ConfigurationError:
+        Logs.warn('clang without libFuzzer: the fuzzers are not built')
+
+
+def configure_samba(conf, tree):
     conf.env.SAMBA_TREE = tree
     conf.env.MODULESDIR = smbd_build_option('MODULESDIR')
     conf.msg('Samba tree', tree)
     conf.msg('smbd MODULESDIR', conf.env.MODULESDIR)
+    for lib in ('talloc', 'tdb', 'tevent'):
+        conf.check_cfg(package=lib, args=['--cflags', '--libs'],
+                       uselib_store=lib.upper())
+
+
+def configure(conf):
+    conf.load('compiler_c')
+    conf.load('waf_unit_test')
     conf.check_cfg(package='cmocka', args=['--cflags', '--libs'],
                    uselib_store='CMOCKA')
-    conf.check_cfg(package='talloc', args=['--cflags', '--libs'],
-                   uselib_store='TALLOC')
-    conf.check_cfg(package='tdb', args=['--cflags', '--libs'],
-                   uselib_store='TDB')
-    conf.check_cfg(package='tevent', args=['--cflags', '--libs'],
-                   uselib_store='TEVENT')
+    configure_fuzzers(conf)
     conf.env.append_value('CFLAGS', ['-O2', '-g', '-std=gnu11',
                                      '-fPIC'] + WARNINGS)
+    tree = os.environ.get('IOTUNE_SAMBA_TREE')
+    if tree and os.path.isfile(os.path.join(tree, 'bin', 'default',
+                                            'include', 'config.h')):
+        configure_samba(conf, tree)
+    else:
+        conf.env.SAMBA_TREE = ''
+        Logs.warn('no prepared Samba tree: building the core, its unit '
+                  'tests and fuzzers only; the VFS module, the test '
+                  'client and the fault module are skipped (./waf with '
+                  'Samba installed prepares the tree)')
 
 
 def samba_includes(bld):
@@ -119,10 +174,27 @@ def samba_includes(bld):
             s, b]
 
 
-def build(bld):
+def build_core(bld):
     bld(features='c cstlib', source=CORE_SOURCES, target='iotune_core',
         includes='include', export_includes='include')
+    for name, linkflags in sorted(UNIT_TESTS.items()):
+        bld(features='c cprogram test', source='tests/unit/test_%s.c' % name,
+            target='tests/unit/test_%s' % name, linkflags=linkflags,
+            use='iotune_core CMOCKA', install_path=None)
+    if bld.env.FUZZ:
+        env = fuzz_env(bld.env)
+        for name, args in sorted(FUZZ_TARGETS.items()):
+            bld(features='c cprogram test', env=env,
+                source=['tests/fuzz/fuzz_%s.c' % name] + CORE_SOURCES,
+                target='tests/fuzz/fuzz_%s' % name, includes='include',
+                install_path=None,
+                ut_cmd='%%s -seed=1 -runs=%d %s' % (FUZZ_SMOKE_RUNS,
+                                                   args))
+    bld(features='c cprogram', source='bench/stats_micro.c',
+        target='bench/stats-micro', use='iotune_core', install_path=None)
 
+
+def build_samba_side(bld):
     libdir = bld.env.MODULESDIR
     module_env = bld.env.derive()
     module_env.cshlib_PATTERN = '%s.so'
@@ -163,10 +235,12 @@ def build(bld):
         linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
         lib=[':' + x for x in CLIENT_LIBS])
 
-    bld(features='c cprogram', source='bench/stats_micro.c',
-        target='bench/stats-micro', use='iotune_core', install_path=None)
 
-    for name, linkflags in sorted(UNIT_TESTS.items()):
-        bld(features='c cprogram', source='tests/unit/test_%s.c' % name,
-            target='tests/unit/test_%s' % name, linkflags=linkflags,
-            use='iotune_core CMOCKA', install_path=None)
+def build(bld):
+    build_core(bld)
+    if bld.env.SAMBA_TREE:
+        build_samba_side(bld)
+    else:
+        Logs.warn('core only: no prepared Samba tree at configure time')
+    bld.add_post_fun(waf_unit_test.summary)
+    bld.add_post_fun(waf_unit_test.set_exit_code)

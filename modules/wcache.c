@@ -340,13 +340,14 @@ static enum absorb_result absorb(struct iotune_wcache *c,
 				 uint64_t now_ms)
 {
 	uint64_t end = op->off + op->n;
-	uint8_t *dst = c->active.data + (op->off - c->active.base);
+	uint8_t *dst = NULL;
 	bool caller_copies = false;
 
 	if (!c->window || op->off < c->active.base ||
 	    end > c->active.base + c->p.capacity) {
 		return ABSORB_NO;
 	}
+	dst = c->active.data + (op->off - c->active.base);
 	caller_copies = c->p.copy_size != 0 && op->n >= c->p.copy_size &&
 			op->busy &&
 			!iotune_wc_buf_overlaps(&c->active, op->off, end);

@@ -228,8 +228,8 @@ def test_failed_break_flush_never_overwrites_newer_data(smbd, errname,
         a.call('autoack')
         assert a.open(name, 'batch')[0] == OPLOCK_BATCH
         data = bytes(range(256)) * (512 * KIB // 256)
-        for off in range(0, len(data), 64 * KIB):
-            a.write(off, data[off:off + 64 * KIB])
+        for off in range(0, len(data), 16 * KIB):
+            a.write(off, data[off:off + 16 * KIB])
         assert read_file(smbd, 'fault', name) == b''    # all cached
         fault(smbd, 'pwrite %s after %d' % (errname, 200 * KIB))
         # B breaks A: A's flush fails part-way
