@@ -40,6 +40,7 @@ MODULE_SOURCES = [
     'modules/vfs_iotune.c',
     'modules/vfs_iotune_io.c',
     'modules/vfs_iotune_wcache.c',
+    'modules/vfs_iotune_wcache_act.c',
     'modules/vfs_iotune_offload.c',
     'modules/vfs_iotune_dio.c',
     'modules/vfs_iotune_ra.c',

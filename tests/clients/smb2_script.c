@@ -156,6 +156,30 @@ static uint8_t oplock_level(const char *word)
 	return SMB2_OPLOCK_LEVEL_NONE;
 }
 
+/* The RqLs create context asking for a RWH lease with c's lease key */
+static bool lease_blob(struct client *c, TALLOC_CTX *mem_ctx,
+		       struct smb2_create_blobs *in_blobs, uint8_t *buf)
+{
+	struct smb2_lease lease = {
+		.lease_key = c->lease_key,
+		.lease_state = SMB2_LEASE_READ | SMB2_LEASE_WRITE |
+			       SMB2_LEASE_HANDLE,
+	};
+	NTSTATUS status;
+
+	if (!smb2_lease_push(&lease, buf, 32)) {
+		printf("err lease_push\n");
+		return false;
+	}
+	status = smb2_create_blob_add(mem_ctx, in_blobs, SMB2_CREATE_TAG_RQLS,
+				      data_blob_const(buf, 32));
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return false;
+	}
+	return true;
+}
+
 static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
 		     const char *name, const char *oplock,
 		     uint32_t create_options)
@@ -164,28 +188,15 @@ static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
 	struct smb2_create_blobs in_blobs = { 0 };
 	struct smb2_create_blobs out_blobs = { 0 };
 	struct smb_create_returns cr = { 0 };
-	struct smb2_lease lease = { 0 };
 	struct smb2_lease granted = { 0 };
 	uint8_t lease_buf[32];
 	struct tevent_req *req = NULL;
 	uint32_t i;
 	NTSTATUS status;
 
-	if (level == SMB2_OPLOCK_LEVEL_LEASE) {
-		lease.lease_key = c->lease_key;
-		lease.lease_state = SMB2_LEASE_READ | SMB2_LEASE_WRITE |
-				    SMB2_LEASE_HANDLE;
-		if (!smb2_lease_push(&lease, lease_buf, sizeof(lease_buf))) {
-			printf("err lease_push\n");
-			return;
-		}
-		status = smb2_create_blob_add(
-			mem_ctx, &in_blobs, SMB2_CREATE_TAG_RQLS,
-			data_blob_const(lease_buf, sizeof(lease_buf)));
-		if (!NT_STATUS_IS_OK(status)) {
-			printf("err %s\n", nt_errstr(status));
-			return;
-		}
+	if (level == SMB2_OPLOCK_LEVEL_LEASE &&
+	    !lease_blob(c, mem_ctx, &in_blobs, lease_buf)) {
+		return;
 	}
 	req = smb2cli_create_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
 				  c->cli->smb2.session, c->cli->smb2.tcon,
@@ -704,6 +715,138 @@ static void cmd_leasekey(struct client *c, const char *hex)
 	printf("ok\n");
 }
 
+/* Each command: its name, how many words it takes at least, what it does */
+typedef void (*command_fn)(struct client *c, TALLOC_CTX *mem_ctx,
+			   char **words, int n);
+
+static void do_open(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_open(c, m, w[1], w[2],
+		 n == 4 && strcmp(w[3], "unbuffered") == 0 ?
+		 FILE_NO_INTERMEDIATE_BUFFERING : 0);
+}
+
+static void do_write(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_write(c, m, strtoull(w[1], NULL, 10), w[2]);
+}
+
+static void do_read(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_read(c, m, strtoull(w[1], NULL, 10),
+		 (uint32_t)strtoul(w[2], NULL, 10));
+}
+
+static void do_flush(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	print_status(c, smb2cli_flush_send(m, c->ev, c->cli->conn,
+					   c->timeout, c->cli->smb2.session,
+					   c->cli->smb2.tcon,
+					   c->fid_persistent, c->fid_volatile),
+		     flush_recv);
+}
+
+static void do_echo(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	print_status(c, smb2cli_echo_send(m, c->ev, c->cli->conn,
+					  c->timeout),
+		     echo_recv);
+}
+
+static void do_pump(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_pump(c, m, w);
+}
+
+static void do_truncate(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_truncate(c, m, strtoull(w[1], NULL, 10));
+}
+
+static void do_close(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_close(c, m);
+}
+
+static void do_break(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_break(c, m, (unsigned)strtoul(w[1], NULL, 10));
+}
+
+static void do_ack(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_ack(c, m);
+}
+
+static void do_settime(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_settime(c, m, strtoull(w[1], NULL, 10));
+}
+
+static void do_getinfo(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_getinfo(c, m);
+}
+
+static void do_stat(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_stat(c, m, w[1]);
+}
+
+static void do_list(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_list(c, m, w[1]);
+}
+
+static void do_leasekey(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_leasekey(c, w[1]);
+}
+
+static void do_autoack(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	c->autoack = true;
+	printf("ok\n");
+}
+
+static void do_use(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	unsigned slot = (unsigned)strtoul(w[1], NULL, 10);
+
+	if (slot >= ARRAY_SIZE(c->slot)) {
+		printf("err no slot %u\n", slot);
+		return;
+	}
+	c->cur = slot;
+	c->fid_persistent = c->slot[slot].persistent;
+	c->fid_volatile = c->slot[slot].volatile_;
+	printf("ok\n");
+}
+
+static const struct {
+	const char *name;
+	int words;
+	command_fn fn;
+} commands[] = {
+	{ "open", 3, do_open },
+	{ "write", 3, do_write },
+	{ "read", 3, do_read },
+	{ "flush", 1, do_flush },
+	{ "pump", 5, do_pump },
+	{ "truncate", 2, do_truncate },
+	{ "close", 1, do_close },
+	{ "echo", 1, do_echo },
+	{ "break", 2, do_break },
+	{ "ack", 1, do_ack },
+	{ "settime", 2, do_settime },
+	{ "getinfo", 1, do_getinfo },
+	{ "stat", 2, do_stat },
+	{ "list", 2, do_list },
+	{ "leasekey", 2, do_leasekey },
+	{ "autoack", 1, do_autoack },
+	{ "use", 2, do_use },
+};
+
 static void run_command(struct client *c, char *line)
 {
 	TALLOC_CTX *frame = talloc_stackframe();
@@ -711,64 +854,20 @@ static void run_command(struct client *c, char *line)
 	char *save = NULL;
 	char *w = NULL;
 	int n = 0;
+	size_t i;
 
 	for (w = strtok_r(line, " \n", &save); w != NULL && n < 5;
 	     w = strtok_r(NULL, " \n", &save)) {
 		words[n++] = w;
 	}
-	if (n == 0) {
-		printf("err empty\n");
-	} else if (strcmp(words[0], "open") == 0 && n >= 3) {
-		cmd_open(c, frame, words[1], words[2],
-			 n == 4 && strcmp(words[3], "unbuffered") == 0 ?
-			 FILE_NO_INTERMEDIATE_BUFFERING : 0);
-	} else if (strcmp(words[0], "write") == 0 && n == 3) {
-		cmd_write(c, frame, strtoull(words[1], NULL, 10), words[2]);
-	} else if (strcmp(words[0], "read") == 0 && n == 3) {
-		cmd_read(c, frame, strtoull(words[1], NULL, 10),
-			 (uint32_t)strtoul(words[2], NULL, 10));
-	} else if (strcmp(words[0], "flush") == 0) {
-		print_status(c, smb2cli_flush_send(frame, c->ev, c->cli->conn,
-						   c->timeout,
-						   c->cli->smb2.session,
-						   c->cli->smb2.tcon,
-						   c->fid_persistent,
-						   c->fid_volatile),
-			     flush_recv);
-	} else if (strcmp(words[0], "pump") == 0 && n == 5) {
-		cmd_pump(c, frame, words);
-	} else if (strcmp(words[0], "truncate") == 0 && n == 2) {
-		cmd_truncate(c, frame, strtoull(words[1], NULL, 10));
-	} else if (strcmp(words[0], "close") == 0) {
-		cmd_close(c, frame);
-	} else if (strcmp(words[0], "echo") == 0) {
-		print_status(c, smb2cli_echo_send(frame, c->ev, c->cli->conn,
-						  c->timeout),
-			     echo_recv);
-	} else if (strcmp(words[0], "break") == 0 && n == 2) {
-		cmd_break(c, frame, (unsigned)strtoul(words[1], NULL, 10));
-	} else if (strcmp(words[0], "ack") == 0) {
-		cmd_ack(c, frame);
-	} else if (strcmp(words[0], "settime") == 0 && n == 2) {
-		cmd_settime(c, frame, strtoull(words[1], NULL, 10));
-	} else if (strcmp(words[0], "getinfo") == 0) {
-		cmd_getinfo(c, frame);
-	} else if (strcmp(words[0], "stat") == 0 && n == 2) {
-		cmd_stat(c, frame, words[1]);
-	} else if (strcmp(words[0], "list") == 0 && n == 2) {
-		cmd_list(c, frame, words[1]);
-	} else if (strcmp(words[0], "leasekey") == 0 && n == 2) {
-		cmd_leasekey(c, words[1]);
-	} else if (strcmp(words[0], "autoack") == 0) {
-		c->autoack = true;
-		printf("ok\n");
-	} else if (strcmp(words[0], "use") == 0 && n == 2 &&
-		   strtoul(words[1], NULL, 10) < ARRAY_SIZE(c->slot)) {
-		c->cur = (unsigned)strtoul(words[1], NULL, 10);
-		c->fid_persistent = c->slot[c->cur].persistent;
-		c->fid_volatile = c->slot[c->cur].volatile_;
-		printf("ok\n");
-	} else {
+	for (i = 0; n > 0 && i < ARRAY_SIZE(commands); i++) {
+		if (strcmp(words[0], commands[i].name) == 0 &&
+		    n >= commands[i].words) {
+			commands[i].fn(c, frame, words, n);
+			break;
+		}
+	}
+	if (n == 0 || i == ARRAY_SIZE(commands)) {
 		printf("err unknown command\n");
 	}
 	fflush(stdout);

@@ -1,0 +1,77 @@
+/*
+ * iotune: what the two files of the write cache's Samba side share:
+ * vfs_iotune_wcache.c (caches: their life, who may cache, synchronous
+ * flushes, closes, sizes) and vfs_iotune_wcache_act.c (carrying out the
+ * core's actions: flush pieces, writes to disk, copies, completions,
+ * timers, log lines, barriers).
+ *
+ * Copyright (C) iotune authors 2026
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+
+#ifndef IOTUNE_VFS_IOTUNE_WCACHE_H
+#define IOTUNE_VFS_IOTUNE_WCACHE_H
+
+#include "vfs_iotune.h"
+
+/* writes of at least this are copied into the cache in the thread pool */
+#define IOTUNE_COPY_IN_POOL (64 * 1024)
+
+/* bypass size "auto" on a local file system: coalescing writes this
+ * large saves less than the copy into the cache costs */
+#define IOTUNE_BYPASS_LOCAL (64 * 1024)
+
+struct iotune_copy_job;
+
+/* The dirty data of one file in this process */
+struct iotune_cache {
+	struct iotune_cache *prev, *next;
+	struct iotune_process *proc;
+	struct iotune_share *share;
+	struct file_id id;
+	struct iotune_file *files;	/* attached handles; head does I/O */
+	struct iotune_wcache wc;
+	struct iotune_wc_io_ops io;
+	struct tevent_req *flush_subreq;
+	bool flush_dio;			/* the piece in flight is direct */
+	uint64_t flush_started_us;
+	struct tevent_timer *tick_timer;
+	uint64_t tick_ms;
+	struct tevent_immediate *wake_im;
+	struct iotune_copy_job *copies;	/* copies into it in flight */
+	unsigned sync;			/* synchronous callers using it */
+	bool lost;			/* written out for a lost right */
+	bool ending;
+};
+
+/*
+ * A large write copied into the cache by a thread of smbd's pool, so
+ * that the main thread does not spend its time in memcpy.  The job tells
+ * it is done through an atomic flag too: a synchronous wait (close, a
+ * break) cannot run the main event loop, so it waits for the flag.
+ */
+struct iotune_copy_job {
+	struct iotune_copy_job *prev, *next;	/* in cache->copies */
+	struct iotune_cache *cache;
+	struct iotune_wc_op *op;
+	void *dst;
+	const void *src;
+	size_t n;
+	int copied;			/* atomic: the memcpy is done */
+	bool finished;			/* the core knows it */
+};
+
+/* vfs_iotune_wcache_act.c */
+void iotune_cache_apply(struct iotune_cache *cache,
+			const struct iotune_wc_action *act);
+void iotune_cache_log(struct iotune_cache *cache,
+		      const struct iotune_wc_action *act);
+void iotune_op_complete(struct iotune_wc_op *op);
+void iotune_cache_wait_copies(struct iotune_cache *cache);
+void iotune_cache_wake(struct iotune_cache *cache);
+const char *iotune_cache_name(const struct iotune_cache *cache);
+
+/* vfs_iotune_wcache.c */
+void iotune_cache_maybe_release(struct iotune_cache *cache);
+
+#endif /* IOTUNE_VFS_IOTUNE_WCACHE_H */
