@@ -246,7 +246,7 @@ static void iotune_copy_job_done(struct tevent_req *subreq)
 static void iotune_cache_copy(struct iotune_cache *cache,
 			      struct iotune_wc_op *op)
 {
-	struct smbd_server_connection *sconn = cache->files->handle->conn->sconn;
+	struct vfs_handle_struct *handle = cache->files->handle;
 	struct iotune_copy_job *job = NULL;
 	struct tevent_req *subreq = NULL;
 
@@ -258,7 +258,7 @@ static void iotune_cache_copy(struct iotune_cache *cache,
 			.src = op->data, .n = op->n,
 		};
 		subreq = pthreadpool_tevent_job_send(job, cache->proc->ev,
-						     sconn->pool,
+						     handle->conn->sconn->pool,
 						     iotune_copy_run, job);
 	}
 	if (subreq == NULL) {
