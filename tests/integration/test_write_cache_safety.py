@@ -396,32 +396,42 @@ def test_slow_writer_loses_at_most_the_last_flush_timeout(smbd):
 
 # 7. One lease through two handles the cache cannot see.
 
+def one_lease_two_handles(smbd, conf_path, guid, shares, name):
+    """Two connections with one client GUID open name with one lease key,
+    a on shares[0] and b on shares[1]; a writes 8 KiB (cached, where it
+    may be), b opens without a break and must read it, then b writes.
+    Returns (a, b) and the expected file."""
+    conf = harness.client_conf(smbd, conf_path,
+                               **{'libsmb:client_guid': guid})
+    a = harness.ScriptClient(smbd, shares[0], conf=conf)
+    b = harness.ScriptClient(smbd, shares[1], conf=conf)
+    for c in (a, b):
+        c.leasekey(bytes(range(16)))
+    assert a.open(name, 'lease')[1] & 0x2
+    a.truncate(0)
+    a.write(0, b'A' * 8192)
+    assert b.open(name, 'lease')[1] & 0x2
+    assert a.wait_break(300) == 'none'      # one lease: no break
+    assert b.read(0, 8192) == b'A' * 8192
+    b.write(100, b'B' * 10)
+    want = bytearray(b'A' * 8192)
+    want[100:110] = b'B' * 10
+    return a, b, want
+
+
 def test_same_lease_through_a_share_without_iotune(smbd, tmp_path):
     """Same client GUID and lease key on [same_iotune] and [same_plain]
     (one path): smbd passes both connections to one process and sends no
     break; the handle on the share without iotune must read every byte
     and its write must not be overwritten later."""
-    conf = harness.client_conf(
+    a, b, want = one_lease_two_handles(
         smbd, str(tmp_path / 'client.conf'),
-        **{'libsmb:client_guid': '8f1e2f49-6a1d-4a6c-9f34-3c0b0d9d1a01'})
-    key = bytes(range(16))
-    a = harness.ScriptClient(smbd, 'same_iotune', conf=conf)
-    b = harness.ScriptClient(smbd, 'same_plain', conf=conf)
-    a.leasekey(key)
-    b.leasekey(key)
-    assert a.open('shared-lease.bin', 'lease')[1] & 0x2
-    a.truncate(0)
-    a.write(0, b'A' * 8192)
-    assert b.open('shared-lease.bin', 'lease')[1] & 0x2
-    assert a.wait_break(300) == 'none'      # one lease: no break
-    assert b.read(0, 8192) == b'A' * 8192
-    b.write(100, b'B' * 10)
+        '8f1e2f49-6a1d-4a6c-9f34-3c0b0d9d1a01',
+        ('same_iotune', 'same_plain'), 'shared-lease.bin')
     a.write(5000, b'C' * 10)
+    want[5000:5010] = b'C' * 10
     a.close()
     b.close()
-    want = bytearray(b'A' * 8192)
-    want[100:110] = b'B' * 10
-    want[5000:5010] = b'C' * 10
     assert read_file(smbd, 'same_plain', 'shared-lease.bin') == want
     a.quit()
     b.quit()
@@ -440,26 +450,13 @@ def test_same_lease_from_two_processes(smbd_no_multichannel, tmp_path):
     read what the first acknowledged, and the first must never write
     stale data over the second's write."""
     smbd = smbd_no_multichannel
-    conf = harness.client_conf(
+    a, b, want = one_lease_two_handles(
         smbd, str(tmp_path / 'client.conf'),
-        **{'libsmb:client_guid': '8f1e2f49-6a1d-4a6c-9f34-3c0b0d9d1a02'})
-    key = bytes(range(16, 32))
-    a = harness.ScriptClient(smbd, 'cached', conf=conf)
-    b = harness.ScriptClient(smbd, 'cached', conf=conf)
+        '8f1e2f49-6a1d-4a6c-9f34-3c0b0d9d1a02', ('cached', 'cached'),
+        'two-procs.bin')
     assert len(smbd.child_pids()) >= 2
-    a.leasekey(key)
-    b.leasekey(key)
-    assert a.open('two-procs.bin', 'lease')[1] & 0x2
-    a.truncate(0)
-    a.write(0, b'A' * 8192)
-    assert b.open('two-procs.bin', 'lease')[1] & 0x2
-    assert a.wait_break(300) == 'none'
-    assert b.read(0, 8192) == b'A' * 8192
-    b.write(100, b'B' * 10)
     a.close()
     b.close()
-    want = bytearray(b'A' * 8192)
-    want[100:110] = b'B' * 10
     assert read_file(smbd, 'cached', 'two-procs.bin') == want
     assert 'multi channel' in smbd.log_text()
     a.quit()
