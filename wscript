@@ -90,7 +90,9 @@ SAMBA_PRIVATE_LIBS = ['libsmbd-base-samba4.so.0',
                       'libsamba-util.so.0',
                       'libgenrand-samba4.so.0',
                       'libsamba3-util-samba4.so.0',
-                      'libmessages-dgm-samba4.so.0']
+                      'libmessages-dgm-samba4.so.0',
+                      'libdbwrap-samba4.so.0',
+                      'libutil-tdb-samba4.so.0']
 
 
 CLIENT_LIBS = ['liblibsmb-samba4.so.0', 'libcli-smb-common-samba4.so.0',

@@ -22,7 +22,9 @@
 
 #include "includes.h"
 #include "smbd/smbd.h"
-#include <tdb.h>
+#include "lib/dbwrap/dbwrap.h"
+#include "lib/dbwrap/dbwrap_open.h"
+#include "lib/util/util_tdb.h"
 
 #include "vfs_iotune.h"
 
@@ -30,31 +32,28 @@
 #define DBGC_CLASS DBGC_VFS
 
 /*
- * Counters are published per tree connect in a TDB in smbd's lock
- * directory, at most once a second and at disconnect, as text records:
- *   live:<pid>:<serial>:<share>   a connection's counters
- *   total:<share>                 counters of connections that ended
- * A connection that ends adds its counters to the total and deletes its
- * own record in one transaction: nothing is lost or counted twice.  The
- * record of a process that died stays and is still summed.
+ * Counters are published per tree connect in iotune_stats.tdb, opened
+ * through dbwrap like smbd's own databases: a tdb in smbd's lock
+ * directory, or with "clustering = yes" a CTDB persistent database that
+ * every node of the cluster holds a copy of.  Records are text, at most
+ * once a second per tree connect and at disconnect:
+ *   live:<node>:<pid>:<serial>:<share>   a connection's counters
+ *   total:<node>:<share>                 counters of connections that ended
+ * (<node> is the CTDB node number, 0 without clustering).  A connection
+ * that ends adds its counters to its node's total and deletes its own
+ * record in one transaction: nothing is lost or counted twice, and two
+ * nodes never write the same record.  The record of a process that died
+ * stays and is still summed.
  */
 #define IOTUNE_STATS_TDB "iotune_stats.tdb"
 
 struct iotune_publisher {
 	struct iotune_process *proc;
-	struct tdb_context *tdb;
+	struct db_context *db;
+	uint32_t node;
 	bool failed;
 	struct tevent_timer *timer;
 };
-
-static int iotune_publisher_destructor(struct iotune_publisher *pub)
-{
-	if (pub->tdb != NULL) {
-		tdb_close(pub->tdb);
-		pub->tdb = NULL;
-	}
-	return 0;
-}
 
 int iotune_publisher_init(struct iotune_process *p)
 {
@@ -63,7 +62,7 @@ int iotune_publisher_init(struct iotune_process *p)
 		return ENOMEM;
 	}
 	p->publisher->proc = p;
-	talloc_set_destructor(p->publisher, iotune_publisher_destructor);
+	p->publisher->node = lp_clustering() ? get_my_vnn() : 0;
 	return 0;
 }
 
@@ -71,7 +70,7 @@ static bool iotune_stats_open(struct iotune_publisher *pub)
 {
 	char *path = NULL;
 
-	if (pub->tdb != NULL) {
+	if (pub->db != NULL) {
 		return true;
 	}
 	if (pub->failed) {
@@ -81,48 +80,41 @@ static bool iotune_stats_open(struct iotune_publisher *pub)
 	if (path == NULL) {
 		return false;
 	}
-	pub->tdb = tdb_open(path, 0, TDB_DEFAULT, O_RDWR | O_CREAT, 0644);
-	if (pub->tdb == NULL) {
+	pub->db = db_open(pub, path, 0, TDB_DEFAULT, O_RDWR | O_CREAT, 0644,
+			  DBWRAP_LOCK_ORDER_NONE, DBWRAP_FLAG_NONE);
+	if (pub->db == NULL) {
 		DBG_WARNING("cannot open %s: %s; iotune counters of this "
 			    "process are not published\n", path,
 			    strerror(errno));
 		pub->failed = true;
 	}
 	TALLOC_FREE(path);
-	return pub->tdb != NULL;
-}
-
-static TDB_DATA iotune_text_key(const char *key)
-{
-	return (TDB_DATA) {
-		.dptr = discard_const_p(uint8_t, key),
-		.dsize = strlen(key),
-	};
+	return pub->db != NULL;
 }
 
 static char *iotune_share_key(TALLOC_CTX *mem_ctx,
 			      const struct iotune_share *share)
 {
-	return talloc_asprintf(mem_ctx, "live:%d:%u:%s", (int)getpid(),
+	return talloc_asprintf(mem_ctx, "live:%" PRIu32 ":%d:%u:%s",
+			       share->proc->publisher->node, (int)getpid(),
 			       share->serial, share->name);
 }
 
-static int iotune_stats_store(struct tdb_context *tdb, const char *key,
-			      const struct iotune_stats *stats)
+static NTSTATUS iotune_stats_store(struct db_context *db, const char *key,
+				   const struct iotune_stats *stats)
 {
 	size_t len = iotune_stats_format(stats, NULL, 0);
 	char *buf = talloc_array(talloc_tos(), char, len + 1);
-	int ret;
+	NTSTATUS status;
 
 	if (buf == NULL) {
-		return -1;
+		return NT_STATUS_NO_MEMORY;
 	}
 	iotune_stats_format(stats, buf, len + 1);
-	ret = tdb_store(tdb, iotune_text_key(key),
-			(TDB_DATA) { .dptr = (uint8_t *)buf, .dsize = len },
-			TDB_REPLACE);
+	status = dbwrap_store(db, string_tdb_data(key),
+			      make_tdb_data((uint8_t *)buf, len), TDB_REPLACE);
 	TALLOC_FREE(buf);
-	return ret;
+	return status;
 }
 
 void iotune_share_publish(struct iotune_share *share)
@@ -135,46 +127,58 @@ void iotune_share_publish(struct iotune_share *share)
 	}
 	key = iotune_share_key(talloc_tos(), share);
 	if (key != NULL &&
-	    iotune_stats_store(pub->tdb, key, &share->stats) == 0) {
+	    NT_STATUS_IS_OK(iotune_stats_store(pub->db, key, &share->stats))) {
 		share->published = share->stats;
 	}
 	TALLOC_FREE(key);
 }
 
-/* At disconnect: the connection's counters go into the share's total. */
+/* The node's total of a share so far (zeros when there is none yet) */
+static void iotune_stats_fetch_total(struct db_context *db, const char *key,
+				     struct iotune_stats *total)
+{
+	TDB_DATA old = tdb_null;
+	NTSTATUS status;
+
+	*total = (struct iotune_stats) { 0 };
+	status = dbwrap_fetch(db, talloc_tos(), string_tdb_data(key), &old);
+	if (NT_STATUS_IS_OK(status) &&
+	    iotune_stats_parse((const char *)old.dptr, old.dsize,
+			       total) != 0) {
+		DBG_WARNING("bad record '%s' in %s, starting it anew\n",
+			    key, IOTUNE_STATS_TDB);
+		*total = (struct iotune_stats) { 0 };
+	}
+	TALLOC_FREE(old.dptr);
+}
+
+/* At disconnect: the connection's counters go into its node's total. */
 void iotune_share_retire(struct iotune_share *share)
 {
 	struct iotune_publisher *pub = share->proc->publisher;
-	struct iotune_stats total = { 0 };
+	struct iotune_stats total;
 	char *key = NULL;
 	char *total_key = NULL;
-	TDB_DATA old;
 
 	if (!share->config.stats || !iotune_stats_open(pub)) {
 		return;
 	}
 	key = iotune_share_key(talloc_tos(), share);
-	total_key = talloc_asprintf(talloc_tos(), "total:%s", share->name);
+	total_key = talloc_asprintf(talloc_tos(), "total:%" PRIu32 ":%s",
+				    pub->node, share->name);
 	if (key == NULL || total_key == NULL ||
-	    tdb_transaction_start(pub->tdb) != 0) {
+	    dbwrap_transaction_start(pub->db) != 0) {
 		goto done;
 	}
-	old = tdb_fetch(pub->tdb, iotune_text_key(total_key));
-	if (old.dptr != NULL &&
-	    iotune_stats_parse((const char *)old.dptr, old.dsize,
-			       &total) != 0) {
-		DBG_WARNING("bad record '%s' in %s, starting it anew\n",
-			    total_key, IOTUNE_STATS_TDB);
-		ZERO_STRUCT(total);
-	}
-	SAFE_FREE(old.dptr);
+	iotune_stats_fetch_total(pub->db, total_key, &total);
 	iotune_stats_merge(&total, &share->stats);
-	if (iotune_stats_store(pub->tdb, total_key, &total) != 0) {
-		tdb_transaction_cancel(pub->tdb);
+	if (!NT_STATUS_IS_OK(iotune_stats_store(pub->db, total_key,
+						&total))) {
+		dbwrap_transaction_cancel(pub->db);
 		goto done;
 	}
-	tdb_delete(pub->tdb, iotune_text_key(key));
-	if (tdb_transaction_commit(pub->tdb) != 0) {
+	(void)dbwrap_delete(pub->db, string_tdb_data(key));
+	if (dbwrap_transaction_commit(pub->db) != 0) {
 		DBG_WARNING("cannot commit iotune counters of '%s'\n",
 			    share->name);
 	}

@@ -11,7 +11,7 @@ PACKAGES="
 	libgnutls28-dev zlib1g-dev
 	tdb-tools iproute2 strace util-linux procps python3-pytest python3-tdb
 	clang libclang-rt-14-dev
-	glusterfs-server glusterfs-client e2fsprogs
+	glusterfs-server glusterfs-client e2fsprogs ctdb
 "
 
 missing=""

@@ -5,6 +5,8 @@
 #   fuzz         libFuzzer targets of the core (tests/fuzz), bounded runs
 #   glusterfs    pytest against a real smbd over a GlusterFS volume
 #                (vfs_glusterfs), which the stage sets up and tears down
+#   cluster      pytest against a two-node CTDB cluster of smbds, which
+#                the stage sets up and tears down
 #   conformance  smbtorture, plain share vs iotune shares
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -17,7 +19,8 @@ import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-STAGES = ['unit', 'fuzz', 'integration', 'glusterfs', 'conformance']
+STAGES = ['unit', 'fuzz', 'integration', 'glusterfs', 'cluster',
+          'conformance']
 
 # fuzz target -> libFuzzer arguments (bounded: a test, not a campaign)
 FUZZ_TARGETS = {
@@ -102,11 +105,15 @@ def pytest_stage(marks):
 
 
 def stage_integration():
-    return pytest_stage('not glusterfs')
+    return pytest_stage('not glusterfs and not cluster')
 
 
 def stage_glusterfs():
     return pytest_stage('glusterfs')
+
+
+def stage_cluster():
+    return pytest_stage('cluster')
 
 
 def stage_conformance():

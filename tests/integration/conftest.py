@@ -22,6 +22,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         'markers', 'glusterfs: needs a GlusterFS volume (the glusterfs '
         'stage of tests/run_all.py)')
+    config.addinivalue_line(
+        'markers', 'cluster: needs a two-node CTDB cluster (the cluster '
+        'stage of tests/run_all.py)')
 
 
 @pytest.hookimpl(hookwrapper=True)
