@@ -99,7 +99,8 @@ CLIENT_LIBS = ['liblibsmb-samba4.so.0', 'libcli-smb-common-samba4.so.0',
                'libsamba-credentials.so.1', 'libsmbconf.so.0',
                'libsamba-util.so.0', 'libsamba-errors.so.1',
                'libsamba-debug-samba4.so.0', 'libgenrand-samba4.so.0',
-               'libsamba3-util-samba4.so.0', 'libtevent-util.so.0']
+               'libsamba3-util-samba4.so.0', 'libtevent-util.so.0',
+               'libndr.so.3']
 
 
 def options(opt):

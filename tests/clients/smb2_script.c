@@ -5,8 +5,11 @@
  * and no SMB2 truncate; this client has them.  It reads one command per
  * line on stdin and answers each with one line: "ok ..." or "err ...".
  *
- *   open NAME none|exclusive|batch|lease [unbuffered]
- *                          -> ok oplock=L lease=S
+ *   open NAME none|exclusive|batch|lease [unbuffered] [durable]
+ *                          -> ok oplock=L lease=S durable=D fid=P:V guid=G
+ *   reconnect NAME P:V G none|lease
+ *                          -> ok ...  (durable v2 reconnect, DH2C, of
+ *                             the handle another client opened)
  *   write OFF HEX          -> ok N
  *   read OFF LEN           -> ok HEX
  *   flush | truncate SIZE | close | echo
@@ -53,6 +56,7 @@ struct client {
 	uint64_t fid_persistent;
 	uint64_t fid_volatile;
 	struct smb2_lease_key lease_key;
+	struct GUID create_guid;
 	struct tevent_req *break_req;
 	bool got_break;		/* a break not yet acknowledged */
 	unsigned breaks_seen;
@@ -180,22 +184,84 @@ static bool lease_blob(struct client *c, TALLOC_CTX *mem_ctx,
 	return true;
 }
 
-static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
-		     const char *name, const char *oplock,
-		     uint32_t create_options)
+/*
+ * A durable v2 handle: DH2Q asks for one (a new create GUID), DH2C
+ * reconnects the handle fid of create GUID guid.
+ */
+static bool durable_blob(TALLOC_CTX *mem_ctx,
+			 struct smb2_create_blobs *in_blobs, uint8_t *buf,
+			 const struct GUID *guid, const uint64_t *fid)
 {
-	uint8_t level = oplock_level(oplock);
+	struct GUID_ndr_buf g;
+	NTSTATUS status;
+
+	memset(buf, 0, 36);
+	status = GUID_to_ndr_buf(guid, &g);
+	if (NT_STATUS_IS_OK(status) && fid == NULL) {
+		memcpy(buf + 16, g.buf, 16);
+		status = smb2_create_blob_add(mem_ctx, in_blobs,
+					      SMB2_CREATE_TAG_DH2Q,
+					      data_blob_const(buf, 32));
+	} else if (NT_STATUS_IS_OK(status)) {
+		SBVAL(buf, 0, fid[0]);
+		SBVAL(buf, 8, fid[1]);
+		memcpy(buf + 16, g.buf, 16);
+		status = smb2_create_blob_add(mem_ctx, in_blobs,
+					      SMB2_CREATE_TAG_DH2C,
+					      data_blob_const(buf, 36));
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return false;
+	}
+	return true;
+}
+
+static void print_open(struct client *c, const struct smb_create_returns *cr,
+		       const struct smb2_create_blobs *out_blobs)
+{
+	struct smb2_lease granted = { 0 };
+	struct GUID_txt_buf g;
+	bool durable = false;
+	uint32_t i;
+
+	for (i = 0; i < out_blobs->num_blobs; i++) {
+		const char *tag = out_blobs->blobs[i].tag;
+
+		if (strcmp(tag, SMB2_CREATE_TAG_RQLS) == 0) {
+			smb2_lease_pull(out_blobs->blobs[i].data.data,
+					out_blobs->blobs[i].data.length,
+					&granted);
+		}
+		durable |= strcmp(tag, SMB2_CREATE_TAG_DH2Q) == 0;
+	}
+	printf("ok oplock=%u lease=%u durable=%d fid=%llu:%llu guid=%s\n",
+	       cr->oplock_level, granted.lease_state, durable,
+	       (unsigned long long)c->fid_persistent,
+	       (unsigned long long)c->fid_volatile,
+	       GUID_buf_string(&c->create_guid, &g));
+}
+
+/* fid (persistent, volatile) to reconnect, or NULL for a new open */
+static void create_handle(struct client *c, TALLOC_CTX *mem_ctx,
+			  const char *name, uint8_t level,
+			  uint32_t create_options, bool durable,
+			  const uint64_t *fid)
+{
 	struct smb2_create_blobs in_blobs = { 0 };
 	struct smb2_create_blobs out_blobs = { 0 };
 	struct smb_create_returns cr = { 0 };
-	struct smb2_lease granted = { 0 };
 	uint8_t lease_buf[32];
+	uint8_t durable_buf[36];
 	struct tevent_req *req = NULL;
-	uint32_t i;
 	NTSTATUS status;
 
 	if (level == SMB2_OPLOCK_LEVEL_LEASE &&
 	    !lease_blob(c, mem_ctx, &in_blobs, lease_buf)) {
+		return;
+	}
+	if (durable && !durable_blob(mem_ctx, &in_blobs, durable_buf,
+				     &c->create_guid, fid)) {
 		return;
 	}
 	req = smb2cli_create_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
@@ -220,15 +286,36 @@ static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
 	}
 	c->slot[c->cur].persistent = c->fid_persistent;
 	c->slot[c->cur].volatile_ = c->fid_volatile;
-	for (i = 0; i < out_blobs.num_blobs; i++) {
-		if (strcmp(out_blobs.blobs[i].tag, SMB2_CREATE_TAG_RQLS) == 0) {
-			smb2_lease_pull(out_blobs.blobs[i].data.data,
-					out_blobs.blobs[i].data.length,
-					&granted);
-		}
+	print_open(c, &cr, &out_blobs);
+}
+
+static void cmd_open(struct client *c, TALLOC_CTX *mem_ctx,
+		     const char *name, const char *oplock,
+		     uint32_t create_options, bool durable)
+{
+	c->create_guid = GUID_random();
+	create_handle(c, mem_ctx, name, oplock_level(oplock), create_options,
+		      durable, NULL);
+}
+
+/* reconnect NAME P:V GUID none|lease */
+static void cmd_reconnect(struct client *c, TALLOC_CTX *mem_ctx,
+			  char **words)
+{
+	uint64_t fid[2];
+	NTSTATUS status;
+
+	if (sscanf(words[2], "%" SCNu64 ":%" SCNu64, &fid[0], &fid[1]) != 2) {
+		printf("err a handle is PERSISTENT:VOLATILE\n");
+		return;
 	}
-	printf("ok oplock=%u lease=%u\n", cr.oplock_level,
-	       granted.lease_state);
+	status = GUID_from_string(words[3], &c->create_guid);
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	create_handle(c, mem_ctx, words[1], oplock_level(words[4]), 0, true,
+		      fid);
 }
 
 static void cmd_write(struct client *c, TALLOC_CTX *mem_ctx, uint64_t off,
@@ -719,11 +806,29 @@ static void cmd_leasekey(struct client *c, const char *hex)
 typedef void (*command_fn)(struct client *c, TALLOC_CTX *mem_ctx,
 			   char **words, int n);
 
+static bool has_word(char **w, int n, const char *word)
+{
+	int i;
+
+	for (i = 3; i < n; i++) {
+		if (strcmp(w[i], word) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 static void do_open(struct client *c, TALLOC_CTX *m, char **w, int n)
 {
 	cmd_open(c, m, w[1], w[2],
-		 n == 4 && strcmp(w[3], "unbuffered") == 0 ?
-		 FILE_NO_INTERMEDIATE_BUFFERING : 0);
+		 has_word(w, n, "unbuffered") ?
+		 FILE_NO_INTERMEDIATE_BUFFERING : 0,
+		 has_word(w, n, "durable"));
+}
+
+static void do_reconnect(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	cmd_reconnect(c, m, w);
 }
 
 static void do_write(struct client *c, TALLOC_CTX *m, char **w, int n)
@@ -829,6 +934,7 @@ static const struct {
 	command_fn fn;
 } commands[] = {
 	{ "open", 3, do_open },
+	{ "reconnect", 5, do_reconnect },
 	{ "write", 3, do_write },
 	{ "read", 3, do_read },
 	{ "flush", 1, do_flush },

@@ -345,10 +345,23 @@ class ScriptClient:
         return answer[3:]
 
     def open(self, name, oplock='none', unbuffered=False):
-        words = dict(w.split('=') for w in self.call(
-            'open %s %s%s' % (name, oplock,
-                              ' unbuffered' if unbuffered else '')).split())
+        words = self.open_handle(name, oplock, unbuffered)
         return int(words['oplock']), int(words['lease'])
+
+    def open_handle(self, name, oplock='none', unbuffered=False,
+                    durable=False):
+        """all the open says: oplock, lease, durable, fid, guid"""
+        return dict(w.split('=', 1) for w in self.call(
+            'open %s %s%s%s' % (name, oplock,
+                                ' unbuffered' if unbuffered else '',
+                                ' durable' if durable else '')).split())
+
+    def reconnect(self, name, handle, oplock='none'):
+        """a durable v2 reconnect (DH2C) of handle (what open_handle
+        returned, possibly from another client); the status text"""
+        self.proc.stdin.write('reconnect %s %s %s %s\n' %
+                              (name, handle['fid'], handle['guid'], oplock))
+        return self.proc.stdout.readline().rstrip('\n')
 
     def write(self, offset, data):
         return int(self.call('write %d %s' % (offset, data.hex())))

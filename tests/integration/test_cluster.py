@@ -41,7 +41,10 @@ def cluster(request):
         path = os.path.join(data, name)
         os.makedirs(path)
         shares[name] = dict(params, path=path)
-    c = cluster_mod.Cluster(work, shares)
+    # what durable handles need
+    c = cluster_mod.Cluster(work, shares, global_params={
+        'kernel share modes': 'no', 'posix locking': 'no',
+        'kernel oplocks': 'no'})
 
     def stop():
         print('\ncluster teardown: %.1f s' % c.stop())
@@ -200,6 +203,51 @@ def test_model_checked_across_nodes(cluster):
     print('two-node model check: %s' % counts)
     assert counts.get('open on node 1', 0) > 10
     a.quit()
+    b.quit()
+
+
+@pytest.mark.parametrize('share', ['iotune', 'plain'])
+@pytest.mark.parametrize('how', ['connection lost', 'smbd killed'])
+def test_durable_reconnect_on_the_other_node(cluster, tmp_path, share, how):
+    """A client on node 0 writes 256 KiB through a durable handle with a
+    lease; then its connection is lost (the client dies) or node 0's smbd
+    is killed (kill -9), and the client reconnects the handle on node 1.
+    A reconnect that succeeds must find every acknowledged byte; after a
+    lost connection it must succeed (smbd's durable disconnect, before
+    which iotune writes its cache out)."""
+    name = 'durable-%s-%s.bin' % (share, how.split()[0])
+    conf = harness.client_conf(
+        node_smbd(cluster, 0), str(tmp_path / 'client.conf'),
+        **{'libsmb:client_guid': '8f1e2f49-6a1d-4a6c-9f34-3c0b0d9d1a10'})
+    key = os.urandom(16)
+    a = harness.ScriptClient(node_smbd(cluster, 0), share, conf=conf)
+    a.leasekey(key)
+    handle = a.open_handle(name, 'lease', durable=True)
+    assert handle['durable'] == '1', handle
+    data = os.urandom(256 * KIB)
+    for off in range(0, len(data), 16 * KIB):
+        a.write(off, data[off:off + 16 * KIB])
+    if how == 'smbd killed':
+        for pid in node_smbd(cluster, 0).child_pids():
+            os.kill(pid, 9)
+    a.proc.kill()
+    a.proc.wait()
+    time.sleep(1)
+    b = harness.ScriptClient(node_smbd(cluster, 1), share, conf=conf)
+    b.leasekey(key)
+    result = b.reconnect(name, handle, 'lease')
+    on_disk = read_disk(cluster, share, name)
+    lost = len(data) - len(os.path.commonprefix([on_disk, data]))
+    print('%s, %s: durable reconnect on node 1: %s; %d of %d acknowledged '
+          'bytes lost' % (share, how, result.split(' fid=')[0], lost,
+                          len(data)))
+    if result.startswith('ok'):
+        assert lost == 0, 'a reconnect succeeded after data was lost'
+        b.close()
+    if how == 'connection lost':
+        assert result.startswith('ok')
+    if share == 'plain':
+        assert lost == 0
     b.quit()
 
 
