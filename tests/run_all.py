@@ -92,13 +92,18 @@ def stage_fuzz():
     return passed, failed
 
 
+# tests skipped by the current stage (the reasons are printed by -rs)
+SKIPPED = []
+
+
 def pytest_stage(marks):
-    rc, out = run(['/usr/bin/python3', '-m', 'pytest', '-q', '-rfE',
+    rc, out = run(['/usr/bin/python3', '-m', 'pytest', '-q', '-rfEs',
                    '-p', 'no:cacheprovider', '-m', marks,
                    'tests/integration'])
     tail = out.strip().splitlines()[-1] if out.strip() else ''
     passed = count(r'(\d+) passed', tail)
     failed = count(r'(\d+) (?:failed|error)', tail)
+    SKIPPED.append(count(r'(\d+) skipped', tail))
     if rc != 0 and failed == 0:
         failed = 1
     return passed, failed
@@ -138,9 +143,12 @@ def main():
     for s in stages:
         print('\n==== %s ====' % s, flush=True)
         started = time.monotonic()
+        del SKIPPED[:]
         p, f = globals()['stage_' + s]()
-        summary.append('%-12s %4d passed %3d failed  %6.0fs' %
-                       (s, p, f, time.monotonic() - started))
+        skipped = ('  %d SKIPPED (reasons above)' % sum(SKIPPED)
+                   if sum(SKIPPED) else '')
+        summary.append('%-12s %4d passed %3d failed  %6.0fs%s' %
+                       (s, p, f, time.monotonic() - started, skipped))
         total_p += p
         total_f += f
     print('\n==== summary ====')

@@ -251,12 +251,15 @@ def test_durable_reconnect_on_the_other_node(cluster, tmp_path, share, how):
     b.quit()
 
 
+def stat_tool(cluster, n, *args):
+    return subprocess.run([TOOL, '--configfile', node_smbd(cluster, n).conf]
+                          + list(args), capture_output=True, text=True,
+                          check=True, env=cluster_mod.ctdb_env(
+                              cluster.nodes[n].base)).stdout
+
+
 def stat_json(cluster, n):
-    r = subprocess.run([TOOL, '--configfile', node_smbd(cluster, n).conf,
-                        '--json'], capture_output=True, text=True,
-                       check=True, env=cluster_mod.ctdb_env(
-                           cluster.nodes[n].base))
-    return json.loads(r.stdout)['shares']['iotune']
+    return json.loads(stat_tool(cluster, n, '--json'))['shares']['iotune']
 
 
 def test_counters_add_up_across_nodes(cluster):
@@ -283,9 +286,12 @@ def test_counters_add_up_across_nodes(cluster):
         assert view['counters']['write_bytes'] - before == 800 * KIB
         assert view['nodes']['1'].get('write_bytes', 0) >= 500 * KIB
     assert views[0]['counters'] == views[1]['counters']
-    prom = subprocess.run([TOOL, '--configfile',
-                           node_smbd(cluster, 1).conf, '--prometheus'],
-                          capture_output=True, text=True, check=True,
-                          env=cluster_mod.ctdb_env(
-                              cluster.nodes[1].base)).stdout
+    tables = [stat_tool(cluster, n) for n in (0, 1)]
+    for n, table in enumerate(tables):
+        print('iotune-stat on node %d:\n%s' % (n, table))
+    assert tables[0] == tables[1]
+    prom = stat_tool(cluster, 1, '--prometheus')
+    print('iotune-stat --prometheus on node 1 (write bytes):\n' +
+          '\n'.join(l for l in prom.splitlines()
+                    if l.startswith('iotune_write_bytes_total')))
     assert 'iotune_write_bytes_total{share="iotune",node="1"}' in prom
