@@ -505,20 +505,28 @@ static void print_status(struct client *c, struct tevent_req *req,
 	printf("ok\n");
 }
 
+/* SET_INFO of a file information class on the open handle */
+static void set_file_info(struct client *c, TALLOC_CTX *mem_ctx,
+			  uint8_t level, uint8_t *buf, size_t len)
+{
+	DATA_BLOB blob = data_blob_const(buf, len);
+	struct tevent_req *req = NULL;
+
+	req = smb2cli_set_info_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				    c->cli->smb2.session, c->cli->smb2.tcon,
+				    SMB2_0_INFO_FILE, level, &blob, 0,
+				    c->fid_persistent, c->fid_volatile);
+	print_status(c, req, smb2cli_set_info_recv);
+}
+
 static void cmd_truncate(struct client *c, TALLOC_CTX *mem_ctx,
 			 uint64_t size)
 {
 	uint8_t buf[8];
-	DATA_BLOB blob = data_blob_const(buf, sizeof(buf));
-	struct tevent_req *req = NULL;
 
 	SBVAL(buf, 0, size);
-	req = smb2cli_set_info_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
-				    c->cli->smb2.session, c->cli->smb2.tcon,
-				    SMB2_0_INFO_FILE,
-				    FSCC_FILE_END_OF_FILE_INFORMATION, &blob,
-				    0, c->fid_persistent, c->fid_volatile);
-	print_status(c, req, smb2cli_set_info_recv);
+	set_file_info(c, mem_ctx, FSCC_FILE_END_OF_FILE_INFORMATION, buf,
+		      sizeof(buf));
 }
 
 static NTSTATUS close_recv(struct tevent_req *req)
@@ -618,26 +626,15 @@ static NTSTATUS echo_recv(struct tevent_req *req)
 	return smb2cli_echo_recv(req);
 }
 
-static NTSTATUS set_info_recv(struct tevent_req *req)
-{
-	return smb2cli_set_info_recv(req);
-}
-
 /* SET_INFO FileBasicInformation with only LastWriteTime set */
 static void cmd_settime(struct client *c, TALLOC_CTX *mem_ctx,
 			uint64_t nttime)
 {
 	uint8_t buf[40] = { 0 };
-	DATA_BLOB blob = data_blob_const(buf, sizeof(buf));
-	struct tevent_req *req = NULL;
 
 	SBVAL(buf, 16, nttime);
-	req = smb2cli_set_info_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
-				    c->cli->smb2.session, c->cli->smb2.tcon,
-				    SMB2_0_INFO_FILE,
-				    FSCC_FILE_BASIC_INFORMATION, &blob, 0,
-				    c->fid_persistent, c->fid_volatile);
-	print_status(c, req, set_info_recv);
+	set_file_info(c, mem_ctx, FSCC_FILE_BASIC_INFORMATION, buf,
+		      sizeof(buf));
 }
 
 /* GETINFO FileNetworkOpenInformation of the open handle */
