@@ -247,7 +247,9 @@ def main():
     ap.add_argument('--blocks', default=','.join(size_name(b)
                                                    for b in BLOCKS))
     ap.add_argument('--depths', default=','.join(str(d) for d in DEPTHS))
-    ap.add_argument('--backends', default='pagecache,odirect')
+    ap.add_argument('--backends', default='pagecache,odirect',
+                    help='local shares to measure; "" for none (with '
+                    '--gluster: GlusterFS only)')
     ap.add_argument('--gluster', action='store_true',
                     help='also GlusterFS (installs and starts it)')
     ap.add_argument('--no-cpu', action='store_true')
@@ -261,6 +263,21 @@ def main():
     result = {'date': time.strftime('%Y-%m-%d'), 'cells': [], 'cpu': []}
 
     harness.install_module()
+    if args.backends:
+        local_matrix(args, blocks, depths, result)
+    if args.gluster:
+        import gluster_bench
+        result['cells'] += gluster_bench.run(args, blocks, depths, matrix,
+                                             Pumper)
+    summary(result['cells'])
+    with open(args.json, 'w') as f:
+        json.dump(result, f, indent=1)
+    print('\nwrote %s' % args.json)
+    return 0
+
+
+def local_matrix(args, blocks, depths, result):
+    """the page-cache and O_DIRECT shares on this machine's disk"""
     workdir = harness.scratch_dir('bench-matrix-')
     shares = {name: dict(params) for name, params in LOCAL_SHARES.items()}
     if args.path:
@@ -280,15 +297,6 @@ def main():
             result['cpu'] = cpu_table(pumper, args.rounds, args.scale)
         pumper.quit()
     shutil.rmtree(workdir, ignore_errors=True)
-    if args.gluster:
-        import gluster_bench
-        result['cells'] += gluster_bench.run(args, blocks, depths, matrix,
-                                             Pumper)
-    summary(result['cells'])
-    with open(args.json, 'w') as f:
-        json.dump(result, f, indent=1)
-    print('\nwrote %s' % args.json)
-    return 0
 
 
 if __name__ == '__main__':
