@@ -295,3 +295,33 @@ def test_counters_add_up_across_nodes(cluster):
           '\n'.join(l for l in prom.splitlines()
                     if l.startswith('iotune_write_bytes_total')))
     assert 'iotune_write_bytes_total{share="iotune",node="1"}' in prom
+
+
+def test_reset_on_one_node_resets_every_node(cluster):
+    """iotune-stat --reset on node 1 starts the cluster's totals and each
+    node's part from zero; what is written afterwards counts again on the
+    node that served it."""
+    c = harness.ScriptClient(node_smbd(cluster, 0), 'iotune')
+    c.open('before-reset.bin', 'batch')
+    c.write(0, b'r' * 4 * KIB)
+    c.close()
+    c.quit()
+    time.sleep(2)
+    stat_tool(cluster, 1, '--reset')
+    for n in (0, 1):
+        view = stat_json(cluster, n)
+        assert view['counters'].get('write_bytes', 0) == 0
+        for node in view['nodes'].values():
+            assert node.get('write_bytes', 0) == 0, view['nodes']
+    c = harness.ScriptClient(node_smbd(cluster, 1), 'iotune')
+    c.open('after-reset.bin', 'batch')
+    c.write(0, b'r' * 8 * KIB)
+    c.close()
+    c.quit()
+    time.sleep(2)
+    view = stat_json(cluster, 0)
+    print('after --reset and 8 KiB through node 1: %s' %
+          {n: v.get('write_bytes', 0) for n, v in view['nodes'].items()})
+    assert view['counters']['write_bytes'] == 8 * KIB
+    assert view['nodes']['1']['write_bytes'] == 8 * KIB
+    assert view['nodes']['0'].get('write_bytes', 0) == 0
