@@ -7,7 +7,9 @@
 # Without one (IOTUNE_CORE_ONLY, or no Samba installed), the core alone
 # is built: it needs a C compiler and cmocka, and clang for the fuzzers.
 # Every build runs the unit tests and short fuzzer runs (tests that did
-# not change are not run again; --alltests runs all).
+# not change are not run again; --alltests runs all), and renders the man
+# page docs/vfs_iotune.8.xml to build/vfs_iotune.8 when xsltproc and
+# Debian's DocBook stylesheets are there.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -54,6 +56,13 @@ FUZZ_TARGETS = {
     'wcache': '-max_len=2048',
 }
 FUZZ_SMOKE_RUNS = 20000
+
+# the man page: DocBook 4.5 source, rendered by Debian's docbook-xsl
+# (docbook-xml resolves its DTD through the XML catalog, so --nonet works)
+MANPAGE_SOURCE = 'docs/vfs_iotune.8.xml'
+MANPAGE_XSL = '/usr/share/xml/docbook/stylesheet/docbook-xsl/manpages/' \
+    'docbook.xsl'
+MANPAGE_DTD = '/usr/share/xml/docbook/schema/dtd/4.5/docbookx.dtd'
 
 FUZZ_FLAGS = ['-g', '-O1', '-fsanitize=fuzzer,address,undefined',
               '-fno-sanitize-recover=undefined']
@@ -139,6 +148,25 @@ def configure_fuzzers(conf):
         Logs.warn('clang without libFuzzer: the fuzzers are not built')
 
 
+def configure_manpage(conf):
+    """xsltproc and the DocBook stylesheets and DTD, or no man page
+    (said so)"""
+    conf.env.MANDIR = os.path.join(conf.env.PREFIX, 'share', 'man')
+    missing = []
+    if not conf.find_program('xsltproc', var='XSLTPROC', mandatory=False):
+        missing.append('xsltproc')
+    for path, package in ((MANPAGE_XSL, 'docbook-xsl'),
+                          (MANPAGE_DTD, 'docbook-xml')):
+        if not os.path.isfile(path):
+            conf.msg('Checking for ' + path, 'not found', color='YELLOW')
+            missing.append(package)
+    if missing:
+        conf.env.XSLTPROC = []
+        Logs.warn('the man page build/vfs_iotune.8 is not built: missing '
+                  '%s (apt-get install %s)' % (', '.join(missing),
+                                              ' '.join(missing)))
+
+
 def configure_samba(conf, tree):
     conf.env.SAMBA_TREE = tree
     conf.env.MODULESDIR = smbd_build_option('MODULESDIR')
@@ -155,6 +183,7 @@ def configure(conf):
     conf.check_cfg(package='cmocka', args=['--cflags', '--libs'],
                    uselib_store='CMOCKA')
     configure_fuzzers(conf)
+    configure_manpage(conf)
     conf.env.append_value('CFLAGS', ['-O2', '-g', '-std=gnu11',
                                      '-fPIC'] + WARNINGS)
     tree = os.environ.get('IOTUNE_SAMBA_TREE')
@@ -196,6 +225,23 @@ def build_core(bld):
                                                    args))
     bld(features='c cprogram', source='bench/stats_micro.c',
         target='bench/stats-micro', use='iotune_core', install_path=None)
+
+
+def build_manpage(bld):
+    """docs/vfs_iotune.8.xml -> build/vfs_iotune.8, installed into
+    ${MANDIR}/man8"""
+    if not bld.env.XSLTPROC:
+        Logs.warn('no xsltproc or DocBook stylesheets at configure time: '
+                  'the man page build/vfs_iotune.8 is skipped')
+        return
+    # docbook-xsl names the file after the refentry (vfs_iotune.8) in the
+    # directory of -o, which is where the target is
+    bld(rule='${XSLTPROC} --nonet --xinclude '
+        '--stringparam man.output.quietly 1 '
+        '-o ${TGT} %s ${SRC}' % MANPAGE_XSL,
+        source=MANPAGE_SOURCE, target='vfs_iotune.8')
+    bld.install_files('${MANDIR}/man8',
+                      [bld.path.find_or_declare('vfs_iotune.8')])
 
 
 def build_samba_side(bld):
@@ -242,6 +288,7 @@ def build_samba_side(bld):
 
 def build(bld):
     build_core(bld)
+    build_manpage(bld)
     if bld.env.SAMBA_TREE:
         build_samba_side(bld)
     else:

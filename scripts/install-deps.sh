@@ -12,6 +12,8 @@ PACKAGES="
 	tdb-tools iproute2 strace util-linux procps python3-pytest python3-tdb
 	clang libclang-rt-14-dev
 	glusterfs-server glusterfs-client e2fsprogs ctdb
+	debhelper python3-matplotlib
+	xsltproc docbook-xsl docbook-xml man-db
 "
 
 missing=""
