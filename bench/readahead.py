@@ -14,6 +14,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import argparse
+import json
 import multiprocessing
 import os
 import random
@@ -241,7 +242,13 @@ def main():
                     help='reads in flight per reader in a)')
     ap.add_argument('--memory-limit-mib', type=int, default=192,
                     help='memory cgroup of the second run of a)')
+    ap.add_argument('--json', default=os.path.join(
+        harness.REPO, 'build', 'readahead.json'))
     args = ap.parse_args()
+    result = {'date': time.strftime('%Y-%m-%d'), 'readers': args.readers,
+              'file_mib': args.file_mib, 'stream_mib': args.stream_mib,
+              'depth': args.depth, 'rounds': args.rounds,
+              'memory_limit_mib': args.memory_limit_mib, 'a': {}}
 
     harness.install_module()
     workdir = harness.scratch_dir('bench-ra-')
@@ -258,7 +265,7 @@ def main():
 
         modes = ['kernel', 'adaptive', 'off']
 
-        def compare(label):
+        def compare(label, key):
             med = median_alternating(args.rounds, {
                 m: lambda m=m: pump_readers(smbd, m, names,
                                             args.file_mib * MIB, args.depth)
@@ -271,13 +278,16 @@ def main():
                   'adaptive waste %.2f (target <= 1.1)' %
                   (med['adaptive'][0] / med['kernel'][0],
                    med['adaptive'][1]))
+            result['a'][key] = {m: {'mbs': med[m][0], 'waste': med[m][1]}
+                                for m in modes}
 
         print('a) %d readers of distinct cold %d MiB files, 1 MiB reads, '
               '%d in flight each, median of %d (storage: the block '
               'device\'s read bytes; this disk\'s read_ahead_kb: %s)' %
               (args.readers, args.file_mib, args.depth, args.rounds,
                read_ahead_kb(smbd.share_path('kernel'))))
-        compare('the whole RAM for the page cache')
+        result['read_ahead_kb'] = read_ahead_kb(smbd.share_path('kernel'))
+        compare('the whole RAM for the page cache', 'all_ram')
         limit = MemoryLimit(args.memory_limit_mib * MIB)
         if limit.path is None:
             print('   memory-limited run skipped: no memory cgroup')
@@ -287,7 +297,7 @@ def main():
                 compare('smbd in a memory cgroup of %d MiB (%.0f%% of the '
                         'files), as when many clients share the RAM' %
                         (args.memory_limit_mib, 100.0 * args.memory_limit_mib
-                         / (args.readers * args.file_mib)))
+                         / (args.readers * args.file_mib)), 'cgroup')
             finally:
                 limit.remove()
 
@@ -309,6 +319,8 @@ def main():
         print('   storage per byte served, kernel / fadvise random: %.1fx '
               '(target >= 4)' % (b['kernel'][1] / max(b['random'][1],
                                                       1e-9)))
+        result['b'] = {m: {'mbs': b[m][0], 'waste': b[m][1]}
+                       for m in ('kernel', 'random')}
 
         print('c) streaming one cold %d MiB file (1 MiB reads, %d in '
               'flight) with and without drop-behind, median of %d' %
@@ -333,7 +345,12 @@ def main():
         print('   drop-behind: residency %.1f%% (target <= 5%%), '
               'throughput ratio %.2f (target >= 0.95)' %
               (100 * c['drop'][1], c['drop'][0] / c['kernel'][0]))
+        result['c'] = {m: {'mbs': c[m][0], 'resident': c[m][1]}
+                       for m in ('kernel', 'drop')}
     shutil.rmtree(workdir, ignore_errors=True)
+    with open(args.json, 'w') as f:
+        json.dump(result, f, indent=1)
+    print('\nwrote %s' % args.json)
     return 0
 
 

@@ -2,6 +2,8 @@
 # Runs iotune's test stages and prints one summary line at the end.
 #   unit         cmocka tests of the core (build/tests/unit/test_*)
 #   integration  pytest against a real smbd (tests/integration)
+#   package      builds the Debian package, installs it, loads the packaged
+#                module in a real smbd, removes and purges it
 #   fuzz         libFuzzer targets of the core (tests/fuzz), bounded runs
 #   glusterfs    pytest against a real smbd over a GlusterFS volume
 #                (vfs_glusterfs), which the stage sets up and tears down
@@ -19,7 +21,7 @@ import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-STAGES = ['unit', 'fuzz', 'integration', 'glusterfs', 'cluster',
+STAGES = ['unit', 'fuzz', 'integration', 'package', 'glusterfs', 'cluster',
           'conformance']
 
 # fuzz target -> libFuzzer arguments (bounded: a test, not a campaign)
@@ -110,7 +112,11 @@ def pytest_stage(marks):
 
 
 def stage_integration():
-    return pytest_stage('not glusterfs and not cluster')
+    return pytest_stage('not glusterfs and not cluster and not package')
+
+
+def stage_package():
+    return pytest_stage('package')
 
 
 def stage_glusterfs():

@@ -25,6 +25,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         'markers', 'cluster: needs a two-node CTDB cluster (the cluster '
         'stage of tests/run_all.py)')
+    config.addinivalue_line(
+        'markers', 'package: builds, installs and removes the Debian '
+        'package (the package stage of tests/run_all.py)')
 
 
 @pytest.hookimpl(hookwrapper=True)

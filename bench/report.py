@@ -1,0 +1,248 @@
+#!/usr/bin/python3
+# Writes docs/benchmarks.md and its charts (docs/benchmarks/*.png) from the
+# JSON results of bench/write_matrix.py and bench/readahead.py, with the
+# machine and date they were measured on.  bench/run.sh runs the
+# benchmarks and then this.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+KIB = 1024
+MIB = 1024 * KIB
+
+BACKENDS = {
+    'pagecache': 'page-cache share (ext4, local disk)',
+    'odirect': 'O_DIRECT share (`iotune:direct io = writes`)',
+    'glusterfs': 'GlusterFS through `vfs_glusterfs`',
+    'fuse-wb-on': 'GlusterFS FUSE mount, GlusterFS write-behind on',
+    'fuse-wb-off': 'GlusterFS FUSE mount, GlusterFS write-behind off',
+}
+
+
+def size_name(n):
+    return '%dM' % (n // MIB) if n >= MIB else '%dK' % (n // KIB)
+
+
+def first_line(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True).stdout
+        return out.strip().splitlines()[0] if out.strip() else '?'
+    except OSError:
+        return '?'
+
+
+def machine():
+    cpu = '?'
+    with open('/proc/cpuinfo') as f:
+        for line in f:
+            if line.startswith('model name'):
+                cpu = line.split(':', 1)[1].strip()
+                break
+    with open('/proc/meminfo') as f:
+        mem = int(f.readline().split()[1]) / 1024 / 1024
+    debian = open('/etc/debian_version').read().strip()
+    samba = first_line(['dpkg-query', '-W', '-f=${Version}\n', 'samba'])
+    return [('CPU', '%s, %d cores' % (cpu, os.cpu_count())),
+            ('memory', '%.0f GiB' % mem),
+            ('system', 'Debian %s, Linux %s' % (debian, platform.release())),
+            ('samba', samba),
+            ('file system of the local shares',
+             first_line(['findmnt', '-n', '-o', 'SOURCE,FSTYPE',
+                         '--target', REPO]))]
+
+
+def write_chart(cells, backend, out):
+    mine = [c for c in cells if c['backend'] == backend]
+    depths = sorted({c['depth'] for c in mine})
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, depth in enumerate(depths):
+        row = sorted((c for c in mine if c['depth'] == depth),
+                     key=lambda c: c['block'])
+        xs = [c['block'] for c in row]
+        color = 'C%d' % i
+        ax.plot(xs, [c['iotune_mbs'] for c in row], '-o', color=color,
+                label='iotune, %d in flight' % depth)
+        ax.plot(xs, [c['base_mbs'] for c in row], '--x', color=color,
+                label='without iotune, %d in flight' % depth)
+    ax.set_xscale('log', base=2)
+    blocks = sorted({c['block'] for c in mine})
+    ax.set_xticks(blocks)
+    ax.set_xticklabels([size_name(b) for b in blocks])
+    ax.set_xlabel('client write size')
+    ax.set_ylabel('MB/s until on disk (median)')
+    ax.set_title('Writes: ' + BACKENDS.get(backend, backend).replace('`', ''))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def ratio_table(cells, backend):
+    mine = [c for c in cells if c['backend'] == backend]
+    depths = sorted({c['depth'] for c in mine})
+    blocks = sorted({c['block'] for c in mine})
+    lines = ['| write size | ' + ' | '.join('x%d' % d for d in depths) +
+             ' |', '|---' * (len(depths) + 1) + '|']
+    for b in blocks:
+        cols = []
+        for d in depths:
+            c = [x for x in mine if x['block'] == b and x['depth'] == d][0]
+            cols.append('%.2f (%.2f-%.2f)' % (c['ratio'], c['ratio_q1'],
+                                              c['ratio_q3']))
+        lines.append('| %s | %s |' % (size_name(b), ' | '.join(cols)))
+    return lines
+
+
+def readahead_chart(ra, out):
+    runs = [k for k in ('all_ram', 'cgroup') if k in ra['a']]
+    labels = {'all_ram': 'all RAM free',
+              'cgroup': 'smbd in a %d MiB cgroup' % ra['memory_limit_mib']}
+    modes = ['kernel', 'adaptive', 'off']
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    width = 0.8 / len(modes)
+    for j, (key, ylabel) in enumerate([('mbs', 'MB/s served'),
+                                       ('waste', 'bytes read per byte '
+                                        'served')]):
+        ax = axes[j]
+        for i, mode in enumerate(modes):
+            ax.bar([r + i * width for r in range(len(runs))],
+                   [ra['a'][run][mode][key] for run in runs], width,
+                   label='readahead = ' + mode)
+        ax.set_xticks([r + width for r in range(len(runs))])
+        ax.set_xticklabels([labels[r] for r in runs], fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, axis='y', alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle('%d readers of distinct cold %d MiB files' %
+                 (ra['readers'], ra['file_mib']))
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def dropbehind_chart(ra, out):
+    c = ra['c']
+    fig, axes = plt.subplots(1, 2, figsize=(7, 3.4))
+    names = ['without drop-behind', 'drop behind = yes']
+    axes[0].bar(names, [100 * c['kernel']['resident'],
+                        100 * c['drop']['resident']], color=['C0', 'C2'])
+    axes[0].set_ylabel('% of the file in the page cache after')
+    axes[1].bar(names, [c['kernel']['mbs'], c['drop']['mbs']],
+                color=['C0', 'C2'])
+    axes[1].set_ylabel('MB/s')
+    for ax in axes:
+        ax.tick_params(axis='x', labelsize=8)
+        ax.grid(True, axis='y', alpha=0.3)
+    fig.suptitle('Streaming one cold %d MiB file' % ra['stream_mib'])
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def write_section(wm, charts, md):
+    cells = wm['cells']
+    md += ['## Writes: iotune (defaults) vs the same share without it', '',
+           'MB/s until the data is on disk (the client closes and the run '
+           'ends after the last byte is written), one client holding a '
+           'batch oplock, median of alternating rounds; ratio = iotune / '
+           'without, with the quartiles of the per-round ratios.  Writes '
+           'of the bypass size or larger pass straight through, so those '
+           'cells should read about 1.0; their spread is the noise of '
+           'this machine.', '']
+    for backend in BACKENDS:
+        if not any(c['backend'] == backend for c in cells):
+            continue
+        png = 'write-%s.png' % backend
+        write_chart(cells, backend, os.path.join(charts, png))
+        md += ['### ' + BACKENDS[backend], '',
+               '![%s](benchmarks/%s)' % (backend, png), '']
+        md += ratio_table(cells, backend) + ['']
+    if wm.get('cpu'):
+        md += ['### CPU per MiB written (all smbd threads; main thread)',
+               '', '| share | writes | iotune | without |', '|---|---|---|---|']
+        for r in wm['cpu']:
+            md.append('| %s | %s x%d | %.2f (%.2f) ms | %.2f (%.2f) ms |' %
+                      (r['backend'], size_name(r['block']), r['depth'],
+                       r['iotune_cpu_ms_per_mib'],
+                       r.get('iotune_main_ms_per_mib', float('nan')),
+                       r['base_cpu_ms_per_mib'],
+                       r.get('base_main_ms_per_mib', float('nan'))))
+        md.append('')
+
+
+def readahead_section(ra, charts, md):
+    readahead_chart(ra, os.path.join(charts, 'readahead.png'))
+    dropbehind_chart(ra, os.path.join(charts, 'dropbehind.png'))
+    md += ['## Read-ahead', '',
+           '%d readers, one smbd connection each, 1 MiB reads with %d in '
+           'flight, files made cold before each round; "bytes read per '
+           'byte served" counts the block device reads of smbd '
+           '(1.00: nothing read in vain).  The disk\'s read_ahead_kb: %s.'
+           % (ra['readers'], ra['depth'], ra.get('read_ahead_kb', '?')),
+           '', '![read-ahead](benchmarks/readahead.png)', '',
+           '| run | mode | MB/s | bytes read per byte served |',
+           '|---|---|---|---|']
+    for run in ('all_ram', 'cgroup'):
+        for mode, v in ra['a'].get(run, {}).items():
+            md.append('| %s | %s | %.0f | %.2f |' % (run, mode, v['mbs'],
+                                                     v['waste']))
+    c = ra['c']
+    md += ['', '### Drop-behind', '',
+           '![drop-behind](benchmarks/dropbehind.png)', '',
+           'Residency after streaming: %.1f%% with `iotune:drop behind = '
+           'yes`, %.1f%% without; throughput ratio %.2f.' %
+           (100 * c['drop']['resident'], 100 * c['kernel']['resident'],
+            c['drop']['mbs'] / c['kernel']['mbs']), '']
+    if 'b' in ra:
+        b = ra['b']
+        md += ['### Random readers', '',
+               'Bytes read per byte served, 4 KiB random reads: %.2f with '
+               'the kernel default, %.2f with `iotune:fadvise = random` '
+               '(Linux 6.x reads only the requested pages on a random '
+               'miss either way).' % (b['kernel']['waste'],
+                                       b['random']['waste']), '']
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument('--write-matrix',
+                    default=os.path.join(REPO, 'build', 'write_matrix.json'))
+    ap.add_argument('--readahead',
+                    default=os.path.join(REPO, 'build', 'readahead.json'))
+    ap.add_argument('--command', default='bench/run.sh')
+    ap.add_argument('--out', default=os.path.join(REPO, 'docs',
+                                                  'benchmarks.md'))
+    args = ap.parse_args()
+    charts = os.path.join(os.path.dirname(args.out), 'benchmarks')
+    os.makedirs(charts, exist_ok=True)
+    wm = json.load(open(args.write_matrix))
+    ra = json.load(open(args.readahead))
+    md = ['# iotune benchmarks', '',
+          'Written by `%s` (bench/report.py) on %s; every figure is '
+          'measured side by side in one run on this machine:' %
+          (args.command, wm.get('date', '?')), '']
+    md += ['- %s: %s' % kv for kv in machine()]
+    md += ['', 'These are one 2-core virtual machine\'s figures, not '
+           'promises: rerun the command on your hardware.', '']
+    write_section(wm, charts, md)
+    readahead_section(ra, charts, md)
+    with open(args.out, 'w') as f:
+        f.write('\n'.join(md) + '\n')
+    print('wrote %s and %s/*.png' % (args.out, charts))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

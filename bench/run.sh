@@ -1,0 +1,37 @@
+#!/bin/sh
+# Runs the benchmarks that feed the report and writes docs/benchmarks.md
+# with its charts (docs/benchmarks/*.png): the write matrix on a page-cache
+# share, an O_DIRECT share and GlusterFS (vfs_glusterfs and FUSE), and the
+# read-ahead modes, drop-behind and random readers.  As root, on a machine
+# prepared by scripts/install-deps.sh (it is run first).  Not a test: it
+# takes about an hour (--quick: about 20 minutes, fewer rounds and bytes).
+#
+#   bench/run.sh [--quick]
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+set -eu
+cd "$(dirname "$0")/.."
+
+rounds=5
+scale=0.5
+ra_args=""
+command="bench/run.sh"
+if [ "${1:-}" = "--quick" ]; then
+	rounds=3
+	scale=0.2
+	ra_args="--readers 8 --file-mib 32 --stream-mib 256 --memory-limit-mib 64"
+	command="bench/run.sh --quick"
+fi
+
+./scripts/install-deps.sh
+./waf configure build
+out=build/bench
+mkdir -p "$out"
+/usr/bin/python3 bench/write_matrix.py --rounds "$rounds" --scale "$scale" \
+	--gluster --json "$out/write_matrix.json"
+# shellcheck disable=SC2086
+/usr/bin/python3 bench/readahead.py --rounds "$rounds" $ra_args \
+	--json "$out/readahead.json"
+/usr/bin/python3 bench/report.py --command "$command" \
+	--write-matrix "$out/write_matrix.json" \
+	--readahead "$out/readahead.json"
