@@ -102,38 +102,3 @@ def test_invalid_option_refuses_tree_connect(smbd, share, option, value,
     # the rest of the server is unaffected
     harness.smbclient(smbd, 'iotune', 'ls')
 
-
-def example_shares():
-    """The shares of examples/*.conf, their paths moved to the work dir."""
-    shares = {}
-    for name in sorted(os.listdir(os.path.join(harness.REPO, 'examples'))):
-        current = None
-        with open(os.path.join(harness.REPO, 'examples', name)) as f:
-            for line in f:
-                line = line.strip()
-                if not line or line.startswith('#'):
-                    continue
-                if line.startswith('['):
-                    current = line.strip('[]')
-                    shares[current] = {}
-                    continue
-                key, _, value = line.partition('=')
-                if key.strip() != 'path':
-                    shares[current][key.strip()] = value.strip()
-    return shares
-
-
-@pytest.fixture(scope='module')
-def examples_smbd(request):
-    return start_smbd(request, example_shares())
-
-
-@pytest.mark.parametrize('share', sorted(example_shares()))
-def test_example_shares_work(examples_smbd, share, tmp_path):
-    src = tmp_path / 'f'
-    src.write_bytes(os.urandom(300000))
-    back = tmp_path / 'b'
-    harness.smbclient(examples_smbd, share,
-                      'put %s f; get f %s' % (src, back))
-    assert src.read_bytes() == back.read_bytes()
-    assert "share '%s' connected" % share in examples_smbd.log_text()
