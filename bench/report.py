@@ -154,9 +154,11 @@ def dropbehind_chart(ra, out):
 def write_section(wm, charts, md):
     cells = wm['cells']
     md += ['## Writes: iotune (defaults) vs the same share without it', '',
-           'MB/s until the data is on disk (the client closes and the run '
-           'ends after the last byte is written), one client holding a '
-           'batch oplock, median of alternating rounds; ratio = iotune / '
+           'MB/s until the data is on disk (from the first write until '
+           'the SMB2 FLUSH after the last one returns), one client '
+           '(tests/clients/smb2-script) holding a batch oplock, x1/x4/x16 '
+           'requests in flight, median of alternating rounds; ratio = '
+           'iotune / '
            'without, with the quartiles of the per-round ratios.  Writes '
            'of the bypass size or larger pass straight through, so those '
            'cells should read about 1.0; their spread is the noise of '
@@ -169,6 +171,14 @@ def write_section(wm, charts, md):
         md += ['### ' + BACKENDS[backend], '',
                '![%s](benchmarks/%s)' % (backend, png), '']
         md += ratio_table(cells, backend) + ['']
+        mine = [c for c in cells if c['backend'] == backend]
+        worst = min(mine, key=lambda c: c['ratio'])
+        md += ['Worst median %.2f (%s x%d); medians below 0.97: %d of %d '
+               'cells; cells whose upper quartile is below 0.97 (clear '
+               'regressions): %d.' %
+               (worst['ratio'], size_name(worst['block']), worst['depth'],
+                sum(c['ratio'] < 0.97 for c in mine), len(mine),
+                sum(c['ratio_q3'] < 0.97 for c in mine)), '']
     if wm.get('cpu'):
         md += ['### CPU per MiB written (all smbd threads; main thread)',
                '', '| share | writes | iotune | without |', '|---|---|---|---|']
@@ -194,9 +204,12 @@ def readahead_section(ra, charts, md):
            '', '![read-ahead](benchmarks/readahead.png)', '',
            '| run | mode | MB/s | bytes read per byte served |',
            '|---|---|---|---|']
-    for run in ('all_ram', 'cgroup'):
+    runs = {'all_ram': 'all RAM free',
+            'cgroup': 'smbd in a %d MiB memory cgroup' %
+            ra['memory_limit_mib']}
+    for run, label in runs.items():
         for mode, v in ra['a'].get(run, {}).items():
-            md.append('| %s | %s | %.0f | %.2f |' % (run, mode, v['mbs'],
+            md.append('| %s | %s | %.0f | %.2f |' % (label, mode, v['mbs'],
                                                      v['waste']))
     c = ra['c']
     md += ['', '### Drop-behind', '',
