@@ -4,7 +4,7 @@
 # share, an O_DIRECT share and GlusterFS (vfs_glusterfs and FUSE), and the
 # read-ahead modes, drop-behind and random readers.  As root, on a machine
 # prepared by scripts/install-deps.sh (it is run first).  Not a test: it
-# takes about an hour (--quick: about 20 minutes, fewer rounds and bytes).
+# takes about 15 minutes on a 2-core VM (--quick: fewer rounds and bytes).
 #
 #   bench/run.sh [--quick]
 #
