@@ -24,6 +24,7 @@ import pytest
 import gluster
 import harness
 from conftest import start_smbd
+from iotune_options import config_options, parse_value
 
 EXAMPLES = os.path.join(harness.REPO, 'examples')
 CONFS = sorted(glob.glob(os.path.join(EXAMPLES, '*.conf')))
@@ -90,10 +91,7 @@ def iotune_lines(params):
 def option_kinds():
     """iotune option name -> OPTION_* kind, from modules/config.c (the
     authoritative table)"""
-    with open(os.path.join(harness.REPO, 'modules', 'config.c')) as f:
-        text = f.read()
-    kinds = dict(re.findall(r'\.name = "([^"]+)",\s*\.kind = (OPTION_\w+)',
-                            text))
+    kinds = {name: o['kind'] for name, o in config_options().items()}
     assert 'write cache size' in kinds and 'readahead' in kinds
     return kinds
 
@@ -190,27 +188,12 @@ def test_example_options_exist(conf):
 
 # --- the examples' shares in a real smbd ---------------------------------
 
-UNITS = {'': 1, 'b': 1, 'k': KIB, 'kb': KIB, 'kib': KIB,
-         'm': KIB ** 2, 'mb': KIB ** 2, 'mib': KIB ** 2,
-         'g': KIB ** 3, 'gb': KIB ** 3, 'gib': KIB ** 3}
-
-
 def canonical(kind, text):
     """a value as iotune understands it, to compare what an example
     says with what smbd's connect line reports"""
-    text = text.strip().lower()
     if kind == 'OPTION_BOOL':
-        return text in ('yes', 'true', 'on', '1')
-    if kind == 'OPTION_ENUM':
-        return text
-    if kind == 'OPTION_SIZE_AUTO' and text == 'auto':
-        return 'auto'
-    m = re.match(r'^(\d+)\s*([a-z]*)$', text)
-    assert m, text
-    number, unit = int(m.group(1)), m.group(2)
-    if kind == 'OPTION_MSEC':
-        return number * {'': 1, 'ms': 1, 's': 1000}[unit]
-    return number * UNITS[unit]
+        return text.strip().lower() in ('yes', 'true', 'on', '1')
+    return parse_value(kind, text)
 
 
 def connect_settings(log, share):
