@@ -262,6 +262,17 @@ def stat_json(cluster, n):
     return json.loads(stat_tool(cluster, n, '--json'))['shares']['iotune']
 
 
+def write_through_node(cluster, n, name, size):
+    """size bytes in 4 KiB writes under a batch oplock through node n, then
+    closed"""
+    c = harness.ScriptClient(node_smbd(cluster, n), 'iotune')
+    c.open(name, 'batch')
+    for off in range(0, size, 4 * KIB):
+        c.write(off, b'c' * 4 * KIB)
+    c.close()
+    c.quit()
+
+
 def test_counters_add_up_across_nodes(cluster):
     """The same workload through both nodes: iotune-stat on either node
     shows the cluster's totals and each node's part."""
@@ -270,12 +281,7 @@ def test_counters_add_up_across_nodes(cluster):
     except subprocess.CalledProcessError:
         before = 0                      # no counters yet
     for n, size in [(0, 300 * KIB), (1, 500 * KIB)]:
-        c = harness.ScriptClient(node_smbd(cluster, n), 'iotune')
-        c.open('counted-%d.bin' % n, 'batch')
-        for off in range(0, size, 4 * KIB):
-            c.write(off, b'c' * 4 * KIB)
-        c.close()
-        c.quit()
+        write_through_node(cluster, n, 'counted-%d.bin' % n, size)
     time.sleep(2)
     views = [stat_json(cluster, n) for n in (0, 1)]
     for n, view in enumerate(views):
@@ -301,11 +307,7 @@ def test_reset_on_one_node_resets_every_node(cluster):
     """iotune-stat --reset on node 1 starts the cluster's totals and each
     node's part from zero; what is written afterwards counts again on the
     node that served it."""
-    c = harness.ScriptClient(node_smbd(cluster, 0), 'iotune')
-    c.open('before-reset.bin', 'batch')
-    c.write(0, b'r' * 4 * KIB)
-    c.close()
-    c.quit()
+    write_through_node(cluster, 0, 'before-reset.bin', 4 * KIB)
     time.sleep(2)
     stat_tool(cluster, 1, '--reset')
     for n in (0, 1):
@@ -313,11 +315,7 @@ def test_reset_on_one_node_resets_every_node(cluster):
         assert view['counters'].get('write_bytes', 0) == 0
         for node in view['nodes'].values():
             assert node.get('write_bytes', 0) == 0, view['nodes']
-    c = harness.ScriptClient(node_smbd(cluster, 1), 'iotune')
-    c.open('after-reset.bin', 'batch')
-    c.write(0, b'r' * 8 * KIB)
-    c.close()
-    c.quit()
+    write_through_node(cluster, 1, 'after-reset.bin', 8 * KIB)
     time.sleep(2)
     view = stat_json(cluster, 0)
     print('after --reset and 8 KiB through node 1: %s' %
