@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 # Runs iotune's test stages and prints one summary line at the end.
 #   unit         cmocka tests of the core (build/tests/unit/test_*)
+#   fuzz         libFuzzer targets of the core (tests/fuzz), bounded runs
 #   integration  pytest against a real smbd (tests/integration)
 #   package      builds the Debian package, installs it, loads the packaged
 #                module in a real smbd, removes and purges it
-#   fuzz         libFuzzer targets of the core (tests/fuzz), bounded runs
 #   glusterfs    pytest against a real smbd over a GlusterFS volume
 #                (vfs_glusterfs), which the stage sets up and tears down
 #   cluster      pytest against a two-node CTDB cluster of smbds, which
