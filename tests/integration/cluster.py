@@ -7,7 +7,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import os
-import signal
 import subprocess
 import time
 
@@ -82,14 +81,6 @@ class Node:
                          stderr=subprocess.DEVNULL,
                          start_new_session=True).wait(30)
 
-    def ctdbd_pid(self):
-        try:
-            with open(self.pidfile) as f:
-                return int(f.read().strip())
-        except (OSError, ValueError):
-            return None
-
-
 class Cluster:
     """Two CTDB nodes on ADDRESSES and an smbd on each; shares is a dict
     of name -> smb.conf parameters with a 'path' both nodes share."""
@@ -145,27 +136,6 @@ class Cluster:
         for node in self.nodes:
             if node.smbd is not None:
                 node.smbd.stop()
-        for node in self.nodes:
-            pid = node.ctdbd_pid()
-            if pid is None:
-                continue
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-        deadline = time.monotonic() + 15
-        for node in self.nodes:
-            pid = node.ctdbd_pid()
-            while pid is not None and time.monotonic() < deadline:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.1)
-            else:
-                if pid is not None:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+        harness.stop_pids(harness.read_pids(
+            [node.pidfile for node in self.nodes]), 15)
         return time.monotonic() - started

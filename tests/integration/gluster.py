@@ -9,10 +9,11 @@
 import glob
 import os
 import re
-import signal
 import socket
 import subprocess
 import time
+
+import harness
 
 VOLUME = 'gv0'
 CLI_SOCKET = '/var/run/glusterd.socket'
@@ -32,37 +33,6 @@ def loopback_hostname():
     with open('/etc/hosts', 'a') as f:
         f.write('127.0.0.1\t%s\n' % name)
     return name
-
-
-def read_pids(paths):
-    pids = []
-    for path in paths:
-        try:
-            with open(path) as f:
-                pids.append(int(f.read().strip()))
-        except (OSError, ValueError):
-            pass
-    return pids
-
-
-def pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def stop_pid(pid, timeout=3):
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
 
 
 class Gluster:
@@ -181,15 +151,13 @@ class Gluster:
     def stop(self):
         for mnt, pidfile in self.mounts:
             subprocess.run(['umount', '-l', mnt])
-            for pid in read_pids([pidfile]):
-                stop_pid(pid)
+            harness.stop_pids(harness.read_pids([pidfile]), 3)
         self.mounts = []
-        bricks = read_pids(glob.glob(BRICK_PIDS))
+        bricks = harness.read_pids(glob.glob(BRICK_PIDS))
         if self.proc is not None:
-            stop_pid(self.proc.pid)
+            harness.stop_pids([self.proc.pid], 3)
             self.proc = None
-        for pid in bricks:
-            stop_pid(pid)
+        harness.stop_pids(bricks, 3)
         for path in glob.glob(BRICK_PIDS):
             os.unlink(path)
         if os.path.exists(CLI_SOCKET):

@@ -92,6 +92,44 @@ def ensure_loopback_address(address):
                    check=True)
 
 
+def read_pids(paths):
+    """the pids in these pid files (missing or unreadable ones left out)"""
+    pids = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                pids.append(int(f.read().strip()))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def stop_pids(pids, timeout):
+    """SIGTERM to every process, then SIGKILL to those still there after
+    timeout seconds"""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class Smbd:
     """A real smbd with private directories, its own passdb and user, on
     its own loopback address.  Shares are a dict of name -> dict of
