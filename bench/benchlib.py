@@ -1,4 +1,5 @@
-# Shared by iotune's benchmarks: side-by-side medians.
+# Shared by iotune's benchmarks: side-by-side medians, sizes as names,
+# the no-regression summary of write-matrix cells.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -23,3 +24,21 @@ def median_of_results(values):
         return tuple(statistics.median(v[i] for v in values)
                      for i in range(len(values[0])))
     return statistics.median(values)
+
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+def size_name(n):
+    return '%dM' % (n // MIB) if n >= MIB else '%dK' % (n // KIB)
+
+
+def regression_summary(cells, backend):
+    """of one backend's write-matrix cells: (worst cell, medians below
+    0.97, clear regressions - cells whose upper quartile is below 0.97 -,
+    number of cells)"""
+    mine = [c for c in cells if c['backend'] == backend]
+    return (min(mine, key=lambda c: c['ratio']),
+            sum(c['ratio'] < 0.97 for c in mine),
+            sum(c['ratio_q3'] < 0.97 for c in mine), len(mine))

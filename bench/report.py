@@ -17,9 +17,9 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
+from benchlib import regression_summary, size_name  # noqa: E402
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-KIB = 1024
-MIB = 1024 * KIB
 
 BACKENDS = {
     'pagecache': 'page-cache share (ext4, local disk)',
@@ -28,10 +28,6 @@ BACKENDS = {
     'fuse-wb-on': 'GlusterFS FUSE mount, GlusterFS write-behind on',
     'fuse-wb-off': 'GlusterFS FUSE mount, GlusterFS write-behind off',
 }
-
-
-def size_name(n):
-    return '%dM' % (n // MIB) if n >= MIB else '%dK' % (n // KIB)
 
 
 def first_line(cmd):
@@ -171,14 +167,12 @@ def write_section(wm, charts, md):
         md += ['### ' + BACKENDS[backend], '',
                '![%s](benchmarks/%s)' % (backend, png), '']
         md += ratio_table(cells, backend) + ['']
-        mine = [c for c in cells if c['backend'] == backend]
-        worst = min(mine, key=lambda c: c['ratio'])
+        worst, below, clear, n = regression_summary(cells, backend)
         md += ['Worst median %.2f (%s x%d); medians below 0.97: %d of %d '
                'cells; cells whose upper quartile is below 0.97 (clear '
                'regressions): %d.' %
                (worst['ratio'], size_name(worst['block']), worst['depth'],
-                sum(c['ratio'] < 0.97 for c in mine), len(mine),
-                sum(c['ratio_q3'] < 0.97 for c in mine)), '']
+                below, n, clear), '']
     if wm.get('cpu'):
         md += ['### CPU per MiB written (all smbd threads; main thread)',
                '', '| share | writes | iotune | without |', '|---|---|---|---|']

@@ -35,10 +35,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
-from benchlib import median_alternating  # noqa: E402
+from benchlib import KIB, MIB, median_alternating, regression_summary, \
+    size_name  # noqa: E402
 
-KIB = 1024
-MIB = 1024 * KIB
 BLOCKS = [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB]
 DEPTHS = [1, 4, 16]
 
@@ -140,10 +139,6 @@ def matrix(pumper, kind, rounds, scale, blocks, depths):
     return cells
 
 
-def size_name(n):
-    return '%dM' % (n // MIB) if n >= MIB else '%dK' % (n // KIB)
-
-
 def cpu_per_mib(pumper, share, block, depth, total):
     """CPU seconds per MiB written of smbd's children, and of their main
     threads alone (what the thread pool does is the difference)"""
@@ -222,13 +217,11 @@ def summary(cells):
     print('\nno-regression goal (iotune >= 0.97x in every cell); a cell is '
           'a clear regression when even its upper quartile is below 0.97:')
     for kind in sorted({c['backend'] for c in cells}):
-        mine = [c for c in cells if c['backend'] == kind]
-        worst = min(mine, key=lambda c: c['ratio'])
+        worst, below, clear, n = regression_summary(cells, kind)
         print('  %-9s worst median %.2fx (%s x%d); medians below 0.97: %d, '
               'clear regressions: %d, of %d cells' %
               (kind, worst['ratio'], size_name(worst['block']),
-               worst['depth'], sum(c['ratio'] < 0.97 for c in mine),
-               sum(c['ratio_q3'] < 0.97 for c in mine), len(mine)))
+               worst['depth'], below, clear, n))
 
 
 def parse_sizes(text):
