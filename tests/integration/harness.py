@@ -243,6 +243,12 @@ class Smbd:
     def child_pids(self):
         return [p for p in self.pids() if self.proc and p != self.proc.pid]
 
+    def child_maps(self, path):
+        """does a child (a client's smbd process) have path mapped, a
+        module it loaded?"""
+        return any(path in open('/proc/%d/maps' % pid).read()
+                   for pid in self.child_pids())
+
     def stop(self, timeout=15):
         if self.proc is None:
             return

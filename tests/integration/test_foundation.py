@@ -33,9 +33,7 @@ def test_iotune_share_loads_module(smbd):
     client = harness.PyClient(smbd, 'iotune')
     log = smbd.log_text()
     assert "share 'iotune' connected: write cache size = 1M" in log
-    maps = [open('/proc/%d/maps' % pid).read()
-            for pid in smbd.child_pids()]
-    assert any(harness.module_path() in m for m in maps)
+    assert smbd.child_maps(harness.module_path())
     del client
 
 

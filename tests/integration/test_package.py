@@ -136,9 +136,7 @@ def test_install_load_in_smbd_and_remove(request, deb, tmp_path):
         on_disk = os.path.join(smbd.share_path('iotune'), 'pkg.bin')
         assert harness.sha256_file(on_disk) == harness.sha256_bytes(data)
         assert "share 'iotune' connected" in smbd.log_text()
-        maps = [open('/proc/%d/maps' % pid).read()
-                for pid in smbd.child_pids()]
-        assert any(module in m for m in maps)
+        assert smbd.child_maps(module)
 
         written = packaged_stat_written(smbd)
         assert written >= len(data)
