@@ -4,6 +4,11 @@
  * descriptor and its O_DIRECT twin.  Blocking; the adapter runs it in
  * smbd's thread pool (modules/vfs_iotune_dio.c).
  *
+ * Bounce buffers (for a client buffer that is not aligned in memory, as
+ * smbd's are) are kept for reuse, a few per process: allocating and
+ * freeing a megabyte for each request let glibc give the memory back and
+ * fault it in again, zeroed, every time.
+ *
  * Its loops are not Samba's sys_pread_full()/sys_pwrite_full(): an
  * O_DIRECT read that ends at the end of file returns an unaligned count,
  * and the next read at that unaligned offset would fail; and a short
@@ -26,11 +31,71 @@
  */
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "iotune/dio.h"
+
+/* bounce buffers kept for reuse: this many, each of at most this size */
+#define BOUNCE_KEEP 4
+#define BOUNCE_KEEP_MAX (4 * 1024 * 1024)
+
+struct bounce {
+	void *buf;
+	size_t len;
+	size_t align;
+};
+
+static pthread_mutex_t bounce_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bounce bounce_kept[BOUNCE_KEEP];
+
+/* An aligned buffer of at least n bytes: a kept one, or a new one */
+static void *bounce_get(size_t align, size_t n, struct bounce *b)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&bounce_lock);
+	for (i = 0; i < BOUNCE_KEEP; i++) {
+		struct bounce *k = &bounce_kept[i];
+
+		if (k->buf != NULL && k->len >= n && k->align % align == 0) {
+			*b = *k;
+			*k = (struct bounce) { 0 };
+			pthread_mutex_unlock(&bounce_lock);
+			return b->buf;
+		}
+	}
+	pthread_mutex_unlock(&bounce_lock);
+	*b = (struct bounce) { .len = n, .align = align };
+	if (posix_memalign(&b->buf, align, n) != 0) {
+		b->buf = NULL;
+		errno = ENOMEM;
+	}
+	return b->buf;
+}
+
+/* Keeps b for the next request when there is room, else frees it */
+static void bounce_put(struct bounce *b)
+{
+	void *drop = b->buf;
+	unsigned i;
+
+	pthread_mutex_lock(&bounce_lock);
+	for (i = 0; b->len <= BOUNCE_KEEP_MAX && i < BOUNCE_KEEP; i++) {
+		struct bounce *k = &bounce_kept[i];
+
+		if (k->buf == NULL || k->len < b->len) {
+			drop = k->buf;	/* a smaller one makes room */
+			*k = *b;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&bounce_lock);
+	free(drop);
+	*b = (struct bounce) { 0 };
+}
 
 /* Reads until n bytes, the end of file, or (direct) an unaligned count */
 static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off,
@@ -79,6 +144,7 @@ static ssize_t pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
 static ssize_t dio_read(struct iotune_dio_io *io)
 {
 	struct iotune_dio_read_plan plan;
+	struct bounce bb = { 0 };
 	void *b = io->buf;
 	ssize_t got;
 	uint64_t n;
@@ -86,8 +152,8 @@ static ssize_t dio_read(struct iotune_dio_io *io)
 	iotune_dio_plan_read(&io->align, 0, io->off, io->len,
 			     (uintptr_t)io->buf, &plan);
 	if (plan.bounce) {
-		if (posix_memalign(&b, io->align.memory, plan.len) != 0) {
-			errno = ENOMEM;
+		b = bounce_get(io->align.memory, plan.len, &bb);
+		if (b == NULL) {
 			return -1;
 		}
 		io->bounced = true;
@@ -97,16 +163,14 @@ static ssize_t dio_read(struct iotune_dio_io *io)
 	if (got < 0) {
 		int err = errno;
 
-		if (b != io->buf) {
-			free(b);
-		}
+		bounce_put(&bb);
 		errno = err;
 		return -1;
 	}
 	n = iotune_dio_read_result(&plan, io->len, (uint64_t)got);
-	if (b != io->buf) {
+	if (plan.bounce) {
 		memcpy(io->buf, (char *)b + plan.skip, n);
-		free(b);
+		bounce_put(&bb);
 	}
 	return (ssize_t)n;
 }
@@ -116,13 +180,13 @@ static ssize_t dio_write_middle(struct iotune_dio_io *io,
 				const struct iotune_dio_write_plan *plan)
 {
 	const char *src = (const char *)io->buf + plan->head_len;
+	struct bounce bb = { 0 };
 	void *mid = (void *)src;
 	ssize_t r;
 
 	if (plan->bounce) {
-		if (posix_memalign(&mid, io->align.memory,
-				   plan->mid_len) != 0) {
-			errno = ENOMEM;
+		mid = bounce_get(io->align.memory, plan->mid_len, &bb);
+		if (mid == NULL) {
 			return -1;
 		}
 		memcpy(mid, src, plan->mid_len);
@@ -132,7 +196,7 @@ static ssize_t dio_write_middle(struct iotune_dio_io *io,
 	if (plan->bounce) {
 		int err = errno;
 
-		free(mid);
+		bounce_put(&bb);
 		errno = err;
 	}
 	return r;
