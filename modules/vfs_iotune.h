@@ -44,6 +44,7 @@ struct iotune_share {
 	bool wc_on;			/* the write cache may be used */
 	bool wc_leases;			/* ... under leases too */
 	uint64_t wc_bypass;		/* writes this large go to disk */
+	unsigned wc_flushes;		/* windows in flight per cache */
 	struct iotune_ra_config ra_config;
 	bool ra_active;			/* prefetch or drop-behind to do */
 	bool dio_unsupported;		/* the file system refused O_DIRECT */

@@ -92,14 +92,17 @@ static bool iotune_backend_per_op_costly(const struct iotune_share *share,
 void iotune_wcache_share_init(struct iotune_share *share, int snum)
 {
 	uint64_t bypass = share->config.write_cache_bypass_size;
+	bool costly = iotune_backend_per_op_costly(share, snum);
 
 	if (bypass == IOTUNE_SIZE_AUTO) {
-		bypass = iotune_backend_per_op_costly(share, snum) ?
-			 share->config.write_cache_size : IOTUNE_BYPASS_LOCAL;
+		bypass = costly ? IOTUNE_BYPASS_COSTLY : IOTUNE_BYPASS_LOCAL;
 	}
 	share->wc_bypass = MIN(bypass, share->config.write_cache_size);
+	share->wc_flushes = costly ? IOTUNE_WC_MAX_FLUSHES : 1;
 	DBG_INFO("share '%s': writes of %" PRIu64 " bytes or more go "
-		 "straight to disk\n", share->name, share->wc_bypass);
+		 "straight to disk, %u windows per file on their way to "
+		 "disk at once\n", share->name, share->wc_bypass,
+		 share->wc_flushes);
 }
 
 static struct iotune_wc_stats *iotune_cache_stats(struct iotune_share *share)
@@ -203,9 +206,10 @@ static int iotune_cache_flush_now(struct iotune_cache *cache,
 	cache->sync++;
 	cache->proc->sync++;
 	do {
-		while (cache->flush_subreq != NULL || cache->copies != NULL) {
+		while (iotune_cache_flushing(cache) ||
+		       cache->copies != NULL) {
 			iotune_cache_wait_copies(cache);
-			if (cache->flush_subreq != NULL) {
+			if (iotune_cache_flushing(cache)) {
 				iotune_smbd_run_flush_ev_once(cache->proc);
 			}
 		}
@@ -213,7 +217,7 @@ static int iotune_cache_flush_now(struct iotune_cache *cache,
 					   iotune_now_ms(), &act);
 		iotune_cache_apply(cache, &act);
 	} while (err == 0 && (iotune_wc_is_dirty(&cache->wc) ||
-			      cache->flush_subreq != NULL ||
+			      iotune_cache_flushing(cache) ||
 			      cache->copies != NULL));
 	cache->sync--;
 	cache->proc->sync--;
@@ -275,7 +279,7 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	uint64_t off;
 	uint64_t len;
 
-	SMB_ASSERT(cache->flush_subreq == NULL && cache->sync == 0);
+	SMB_ASSERT(!iotune_cache_flushing(cache) && cache->sync == 0);
 	iotune_cache_wait_copies(cache);
 	TALLOC_FREE(cache->tick_timer);
 	cache->ending = true;
@@ -305,7 +309,7 @@ static void iotune_cache_end(struct iotune_cache *cache)
  */
 void iotune_cache_maybe_release(struct iotune_cache *cache)
 {
-	if (cache->ending || cache->flush_subreq != NULL ||
+	if (cache->ending || iotune_cache_flushing(cache) ||
 	    cache->copies != NULL ||
 	    !iotune_wc_idle(&cache->wc)) {
 		return;
@@ -327,6 +331,7 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 		.capacity = share->config.write_cache_size,
 		.timeout_ms = share->config.write_cache_flush_timeout_ms,
 		.bypass_size = share->wc_bypass,
+		.flushes = share->wc_flushes,
 		.copy_size = IOTUNE_COPY_IN_POOL,
 	};
 	SMB_STRUCT_STAT st;

@@ -21,7 +21,22 @@
  * large saves less than the copy into the cache costs */
 #define IOTUNE_BYPASS_LOCAL (64 * 1024)
 
+/* ... and where each write costs a round trip or a device command:
+ * writes this large already keep the backend busy, while their copy and
+ * a window's flush would delay them (bench/write_matrix.py, 256K cells) */
+#define IOTUNE_BYPASS_COSTLY (256 * 1024)
+
 struct iotune_copy_job;
+struct iotune_cache;
+
+/* The piece of one flush slot of the core being written */
+struct iotune_flush_io {
+	struct iotune_cache *cache;
+	unsigned slot;
+	struct tevent_req *subreq;	/* NULL: none in flight */
+	bool dio;			/* the piece is written direct */
+	uint64_t started_us;
+};
 
 /* The dirty data of one file in this process */
 struct iotune_cache {
@@ -32,9 +47,7 @@ struct iotune_cache {
 	struct iotune_file *files;	/* attached handles; head does I/O */
 	struct iotune_wcache wc;
 	struct iotune_wc_io_ops io;
-	struct tevent_req *flush_subreq;
-	bool flush_dio;			/* the piece in flight is direct */
-	uint64_t flush_started_us;
+	struct iotune_flush_io flushes[IOTUNE_WC_MAX_FLUSHES];
 	struct tevent_timer *tick_timer;
 	uint64_t tick_ms;
 	struct tevent_immediate *wake_im;
@@ -70,6 +83,8 @@ void iotune_op_complete(struct iotune_wc_op *op);
 void iotune_cache_wait_copies(struct iotune_cache *cache);
 void iotune_cache_wake(struct iotune_cache *cache);
 const char *iotune_cache_name(const struct iotune_cache *cache);
+
+bool iotune_cache_flushing(const struct iotune_cache *cache);
 
 /* vfs_iotune_wcache.c */
 void iotune_cache_maybe_release(struct iotune_cache *cache);

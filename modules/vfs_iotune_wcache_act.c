@@ -154,51 +154,71 @@ static void iotune_cache_arm_tick(struct iotune_cache *cache, uint64_t at)
 
 static void iotune_flush_piece_done(struct tevent_req *subreq);
 
+/* A piece of a flush is being written */
+bool iotune_cache_flushing(const struct iotune_cache *cache)
+{
+	unsigned s;
+
+	for (s = 0; s < IOTUNE_WC_MAX_FLUSHES; s++) {
+		if (cache->flushes[s].subreq != NULL) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Issues the flush piece the core asks for, on the flush context. */
 static void iotune_cache_issue(struct iotune_cache *cache,
 			       const struct iotune_wc_action *act)
 {
 	struct iotune_file *owner = cache->files;
+	struct iotune_flush_io *fio = &cache->flushes[act->flush_slot];
 	struct iotune_wc_action next;
 	struct tevent_req *subreq = NULL;
 
-	SMB_ASSERT(owner != NULL && cache->flush_subreq == NULL);
-	cache->flush_dio = iotune_dio_wanted(cache->share, owner, true,
-					     act->flush_len);
+	SMB_ASSERT(owner != NULL && act->flush_slot < IOTUNE_WC_MAX_FLUSHES &&
+		   fio->subreq == NULL);
+	fio->cache = cache;
+	fio->slot = act->flush_slot;
+	fio->dio = iotune_dio_wanted(cache->share, owner, true,
+				     act->flush_len);
 	subreq = iotune_disk_send(cache, iotune_smbd_flush_ev(cache->proc),
-				  owner->handle, owner, owner->fsp,
-				  cache->flush_dio, true, act->flush_buf,
-				  act->flush_len, act->flush_off);
+				  owner->handle, owner, owner->fsp, fio->dio,
+				  true, act->flush_buf, act->flush_len,
+				  act->flush_off);
 	if (subreq == NULL) {
-		iotune_wc_flush_done(&cache->wc, -1, ENOMEM, iotune_now_ms(),
-				     &next);
+		iotune_wc_flush_done(&cache->wc, fio->slot, -1, ENOMEM,
+				     iotune_now_ms(), &next);
 		iotune_cache_apply(cache, &next);
 		return;
 	}
-	tevent_req_set_callback(subreq, iotune_flush_piece_done, cache);
-	cache->flush_subreq = subreq;
-	cache->flush_started_us = iotune_now_us();
+	tevent_req_set_callback(subreq, iotune_flush_piece_done, fio);
+	fio->subreq = subreq;
+	fio->started_us = iotune_now_us();
 	iotune_smbd_flush_started(cache->proc);
 }
 
 static void iotune_flush_piece_done(struct tevent_req *subreq)
 {
-	struct iotune_cache *cache = tevent_req_callback_data(
-		subreq, struct iotune_cache);
+	/* a member of its cache, not a talloc object of its own */
+	struct iotune_flush_io *fio = (struct iotune_flush_io *)
+		tevent_req_callback_data_void(subreq);
+	struct iotune_cache *cache = fio->cache;
 	struct vfs_aio_state aio_state = { 0 };
 	struct iotune_wc_action act;
 	ssize_t ret;
 
-	ret = iotune_disk_recv(subreq, cache->flush_dio, true, &aio_state);
+	ret = iotune_disk_recv(subreq, fio->dio, true, &aio_state);
 	TALLOC_FREE(subreq);
-	cache->flush_subreq = NULL;
+	fio->subreq = NULL;
 	iotune_smbd_flush_ended(cache->proc);
 	if (iotune_counting(cache->share)) {
 		iotune_latency_add(&cache->share->stats.flush_latency,
-				   iotune_now_us() - cache->flush_started_us);
+				   iotune_now_us() - fio->started_us);
 	}
-	iotune_wc_flush_done(&cache->wc, ret, ret < 0 ? aio_state.error : 0,
-			     iotune_now_ms(), &act);
+	iotune_wc_flush_done(&cache->wc, fio->slot, ret,
+			     ret < 0 ? aio_state.error : 0, iotune_now_ms(),
+			     &act);
 	iotune_cache_apply(cache, &act);
 	iotune_cache_maybe_release(cache);
 }

@@ -157,19 +157,23 @@ int iotune_wc_init(struct iotune_wcache *c,
 	if (c->p.bypass_size == 0 || c->p.bypass_size > c->p.capacity) {
 		c->p.bypass_size = c->p.capacity;
 	}
+	c->p.flushes = MAX(1, MIN(c->p.flushes, IOTUNE_WC_MAX_FLUSHES));
 	return 0;
 }
 
 void iotune_wc_destroy(struct iotune_wcache *c)
 {
+	unsigned s;
+
 	free(c->active.data);
-	free(c->flushing.data);
-	free(c->spare);
 	c->active.data = NULL;
-	c->flushing.data = NULL;
-	c->spare = NULL;
 	c->active.n_ext = 0;
-	c->flushing.n_ext = 0;
+	for (s = 0; s < IOTUNE_WC_MAX_FLUSHES; s++) {
+		free(c->fl[s].buf.data);
+		c->fl[s] = (struct iotune_wc_flush) { 0 };
+		free(c->spare[s]);
+		c->spare[s] = NULL;
+	}
 }
 
 int iotune_wc_take_error(struct iotune_wcache *c)
@@ -182,17 +186,17 @@ int iotune_wc_take_error(struct iotune_wcache *c)
 
 bool iotune_wc_is_dirty(const struct iotune_wcache *c)
 {
-	return c->active.n_ext > 0 || c->flushing.n_ext > 0;
-}
+	const struct iotune_wc_flush *f = NULL;
 
-bool iotune_wc_flush_in_flight(const struct iotune_wcache *c)
-{
-	return c->flush_in_flight;
+	WC_FOR_EACH_FLUSH(c, f) {
+		return true;
+	}
+	return c->active.n_ext > 0;
 }
 
 bool iotune_wc_idle(const struct iotune_wcache *c)
 {
-	return !iotune_wc_is_dirty(c) && !c->flush_in_flight &&
+	return !iotune_wc_is_dirty(c) && !iotune_wc_flush_in_flight(c) &&
 	       c->queue == NULL && c->to_disk == NULL && c->on_disk == NULL &&
 	       !iotune_wc_copies_in_flight(c) && c->done == NULL &&
 	       c->error == 0;
@@ -246,8 +250,14 @@ static bool in_flight_overlaps(const struct iotune_wcache *c, uint64_t off,
 static bool dirty_overlaps(const struct iotune_wcache *c, uint64_t off,
 			   uint64_t end)
 {
-	return iotune_wc_buf_overlaps(&c->active, off, end) ||
-	       iotune_wc_buf_overlaps(&c->flushing, off, end);
+	const struct iotune_wc_flush *f = NULL;
+
+	WC_FOR_EACH_FLUSH(c, f) {
+		if (iotune_wc_buf_overlaps(&f->buf, off, end)) {
+			return true;
+		}
+	}
+	return iotune_wc_buf_overlaps(&c->active, off, end);
 }
 
 /*
@@ -304,9 +314,7 @@ static int place_window(struct iotune_wcache *c, uint64_t off, uint64_t end)
 	int ret;
 
 	if (c->active.data == NULL) {
-		c->active.data = c->spare != NULL ? c->spare :
-				 malloc(c->p.capacity);
-		c->spare = NULL;
+		c->active.data = iotune_wc_take_buffer(c);
 		if (c->active.data == NULL) {
 			return ENOMEM;
 		}
@@ -477,7 +485,7 @@ static bool step_write(struct iotune_wcache *c, struct iotune_wc_op *op,
 	if (!op->may_cache) {
 		c->lost = true;
 	}
-	if (c->failed) {
+	if (iotune_wc_failed(c)) {
 		return step_retry(c, op, act);
 	}
 	if (op->n == 0) {
@@ -500,10 +508,10 @@ static bool step_barrier(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op_complete(c, op, -1, iotune_wc_take_error(c), act);
 		return true;
 	}
-	if (c->failed) {
+	if (iotune_wc_failed(c)) {
 		return step_retry(c, op, act);
 	}
-	if (iotune_wc_is_dirty(c) || c->flush_in_flight) {
+	if (iotune_wc_is_dirty(c)) {
 		iotune_wc_begin_flush(c, op->reason, act);
 		return false;
 	}
@@ -529,7 +537,7 @@ void iotune_wc_run(struct iotune_wcache *c, uint64_t now_ms,
 			moved = step_barrier(c, op, act);
 		}
 		/* a flush it waits for that fails, fails it */
-		op->waited |= !moved && c->flush_in_flight;
+		op->waited |= !moved && iotune_wc_flush_in_flight(c);
 	}
 	iotune_wc_flush_if_due(c, now_ms, act);
 	act->tick_ms = iotune_wc_next_tick(c);
@@ -686,9 +694,9 @@ void iotune_wc_end(struct iotune_wcache *c,
 		       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
 
 	*act = (struct iotune_wc_action) { 0 };
-	act->drop_err = c->failed ? c->last_err : 0;
-	c->flush_in_flight = false;
-	act->dropped += iotune_wc_drop_flushing(c) + iotune_wc_drop_active(c);
+	act->drop_err = iotune_wc_failed(c) ? c->last_err : 0;
+	act->dropped += iotune_wc_drop_flushes(c, false) +
+			iotune_wc_drop_active(c);
 	while (c->queue != NULL) {
 		op_complete(c, c->queue, -1, EBADF, act);
 	}

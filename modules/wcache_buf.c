@@ -1,6 +1,7 @@
 /*
- * iotune - write cache buffers: extents, reads from the cache, snapshots
- * (pure core, no Samba).  The queue, flushes and errors are in wcache.c.
+ * iotune - write cache buffers: their memory, extents, reads from the
+ * cache, snapshots (pure core, no Samba).  The queue is in wcache.c,
+ * flushes and errors in wcache_flush.c.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -29,6 +30,40 @@
 uint64_t iotune_wc_ext_end(const struct iotune_extent *e)
 {
 	return e->off + e->len;
+}
+
+/* buffers start on a page: a flush on an O_DIRECT share needs no bounce */
+#define WC_BUFFER_ALIGN 4096
+
+uint8_t *iotune_wc_take_buffer(struct iotune_wcache *c)
+{
+	void *data = NULL;
+	unsigned s;
+
+	for (s = 0; s < IOTUNE_WC_MAX_FLUSHES; s++) {
+		if (c->spare[s] != NULL) {
+			data = c->spare[s];
+			c->spare[s] = NULL;
+			return data;
+		}
+	}
+	if (posix_memalign(&data, WC_BUFFER_ALIGN, c->p.capacity) != 0) {
+		return NULL;
+	}
+	return data;
+}
+
+void iotune_wc_put_buffer(struct iotune_wcache *c, uint8_t *data)
+{
+	unsigned s;
+
+	for (s = 0; data != NULL && s < IOTUNE_WC_MAX_FLUSHES; s++) {
+		if (c->spare[s] == NULL) {
+			c->spare[s] = data;
+			return;
+		}
+	}
+	free(data);
 }
 
 uint64_t iotune_wc_buf_end(const struct iotune_wc_buffer *b)
@@ -196,8 +231,13 @@ static void end_piece(const struct iotune_wc_buffer *b, uint64_t lo,
 /* The size with cached data; writes still being copied do not count. */
 uint64_t iotune_wc_logical_size(const struct iotune_wcache *c)
 {
-	uint64_t size = MAX(c->disk_size, iotune_wc_buf_end(&c->flushing));
+	const struct iotune_wc_flush *f = NULL;
+	uint64_t size = c->disk_size;
 	uint64_t active_end = iotune_wc_buf_end(&c->active);
+
+	WC_FOR_EACH_FLUSH(c, f) {
+		size = MAX(size, iotune_wc_buf_end(&f->buf));
+	}
 
 	if (active_end > size && iotune_wc_copies_in_flight(c)) {
 		active_end = 0;
@@ -232,6 +272,19 @@ bool iotune_wc_buf_overlay(const struct iotune_wc_buffer *b,
 	return o.any;
 }
 
+/* The same for the windows on their way to disk (they never overlap) */
+static bool overlay_flushes(const struct iotune_wcache *c, uint64_t off,
+			    uint8_t *buf, size_t n)
+{
+	const struct iotune_wc_flush *f = NULL;
+	bool any = false;
+
+	WC_FOR_EACH_FLUSH(c, f) {
+		any |= iotune_wc_buf_overlay(&f->buf, off, buf, n);
+	}
+	return any;
+}
+
 /* The same for the active buffer, without what copies still write */
 static bool overlay_active(const struct iotune_wcache *c, uint64_t off,
 			   uint8_t *buf, size_t n)
@@ -250,14 +303,19 @@ static bool dirty_covers(const struct iotune_wcache *c, uint64_t off,
 
 	while (pos < end) {
 		const struct iotune_extent *a = buffer_find(&c->active, pos);
-		const struct iotune_extent *f = buffer_find(&c->flushing, pos);
+		const struct iotune_wc_flush *f = NULL;
 		uint64_t next = 0;
 
 		if (a != NULL) {
 			next = iotune_wc_ext_end(a);
 		}
-		if (f != NULL) {
-			next = MAX(next, iotune_wc_ext_end(f));
+		WC_FOR_EACH_FLUSH(c, f) {
+			const struct iotune_extent *e = buffer_find(&f->buf,
+								    pos);
+
+			if (e != NULL) {
+				next = MAX(next, iotune_wc_ext_end(e));
+			}
 		}
 		if (next == 0) {
 			return false;
@@ -285,7 +343,7 @@ bool iotune_wc_read_cached(struct iotune_wcache *c,
 	    copy_cut(c, off, end, &start) != end || start != off) {
 		return false;	/* not all there, or copies still write */
 	}
-	iotune_wc_buf_overlay(&c->flushing, off, buf, end - off);
+	overlay_flushes(c, off, buf, end - off);
 	overlay_active(c, off, buf, end - off);
 	*got = end - off;
 	WC_COUNT(c, read_hits_full, 1);
@@ -334,6 +392,21 @@ static void copy_piece(const struct iotune_wc_buffer *b, uint64_t lo,
 	a->s->end = MAX(a->s->end, hi);
 }
 
+/* the dirty data in [off, end): the flushes first, the newer active last */
+static void snapshot_walk(const struct iotune_wcache *c, uint64_t off,
+			  uint64_t end,
+			  void (*fn)(const struct iotune_wc_buffer *b,
+				     uint64_t lo, uint64_t hi, void *arg),
+			  struct snap_arg *a)
+{
+	const struct iotune_wc_flush *f = NULL;
+
+	WC_FOR_EACH_FLUSH(c, f) {
+		for_each_piece(NULL, &f->buf, off, end, fn, a);
+	}
+	for_each_piece(c, &c->active, off, end, fn, a);
+}
+
 int iotune_wc_snapshot_take(const struct iotune_wcache *c,
 			    uint64_t off,
 			    size_t n,
@@ -347,8 +420,7 @@ int iotune_wc_snapshot_take(const struct iotune_wcache *c,
 		end = UINT64_MAX;
 	}
 	*snap = NULL;
-	for_each_piece(NULL, &c->flushing, off, end, count_piece, &a);
-	for_each_piece(c, &c->active, off, end, count_piece, &a);
+	snapshot_walk(c, off, end, count_piece, &a);
 	if (a.count == 0) {
 		return 0;
 	}
@@ -360,8 +432,7 @@ int iotune_wc_snapshot_take(const struct iotune_wcache *c,
 	s->end = 0;
 	a.s = s;
 	a.data = (uint8_t *)&s->piece[a.count];
-	for_each_piece(NULL, &c->flushing, off, end, copy_piece, &a);
-	for_each_piece(c, &c->active, off, end, copy_piece, &a);
+	snapshot_walk(c, off, end, copy_piece, &a);
 	*snap = s;
 	return 0;
 }
@@ -410,7 +481,7 @@ size_t iotune_wc_read_overlay(struct iotune_wcache *c,
 		}
 	}
 	if (c != NULL) {
-		any |= iotune_wc_buf_overlay(&c->flushing, off, out, valid);
+		any |= overlay_flushes(c, off, out, valid);
 		any |= overlay_active(c, off, out, valid);
 		if (any) {
 			WC_COUNT(c, read_hits_overlay, 1);

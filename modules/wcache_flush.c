@@ -36,100 +36,182 @@
 /* at most one log line per cache in this time; the rest are counted */
 #define WC_LOG_INTERVAL_MS 10000
 
-/* The piece of the flush in flight to write next; false when done. */
-static bool next_piece(struct iotune_wcache *c, uint64_t *off,
-		       const uint8_t **buf, size_t *len)
+bool iotune_wc_failed(const struct iotune_wcache *c)
 {
-	while (c->flush_idx < c->flushing.n_ext) {
-		const struct iotune_extent *e = &c->flushing.ext[c->flush_idx];
+	unsigned s;
 
-		if (c->flush_pos < e->len) {
-			*off = e->off + c->flush_pos;
-			*buf = c->flushing.data + (*off - c->flushing.base);
-			*len = e->len - c->flush_pos;
+	for (s = 0; s < c->p.flushes; s++) {
+		if (c->fl[s].failed) {
 			return true;
 		}
-		c->flush_idx++;
-		c->flush_pos = 0;
 	}
 	return false;
 }
 
-/* Puts the next piece into act, or ends a flush that wrote everything. */
-static bool issue_piece(struct iotune_wcache *c, struct iotune_wc_action *act)
+bool iotune_wc_flush_in_flight(const struct iotune_wcache *c)
 {
-	if (next_piece(c, &act->flush_off, &act->flush_buf, &act->flush_len)) {
+	unsigned s;
+
+	for (s = 0; s < c->p.flushes; s++) {
+		if (c->fl[s].in_flight) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The piece of a flush to write next; false when it is all written. */
+static bool next_piece(struct iotune_wc_flush *f, uint64_t *off,
+		       const uint8_t **buf, size_t *len)
+{
+	while (f->idx < f->buf.n_ext) {
+		const struct iotune_extent *e = &f->buf.ext[f->idx];
+
+		if (f->pos < e->len) {
+			*off = e->off + f->pos;
+			*buf = f->buf.data + (*off - f->buf.base);
+			*len = e->len - f->pos;
+			return true;
+		}
+		f->idx++;
+		f->pos = 0;
+	}
+	return false;
+}
+
+/* The slot is free again; its buffer is kept for the next window. */
+static void slot_free(struct iotune_wcache *c, struct iotune_wc_flush *f)
+{
+	iotune_wc_put_buffer(c, f->buf.data);
+	*f = (struct iotune_wc_flush) { 0 };
+}
+
+/* Puts the next piece of slot s into act, or ends a flush that is done. */
+static bool issue_piece(struct iotune_wcache *c, unsigned s,
+			struct iotune_wc_action *act)
+{
+	struct iotune_wc_flush *f = &c->fl[s];
+
+	if (next_piece(f, &act->flush_off, &act->flush_buf, &act->flush_len)) {
 		act->flush_io = true;
+		act->flush_slot = s;
+		f->in_flight = true;
 		return true;
 	}
-	c->flush_in_flight = false;
-	c->flushing.n_ext = 0;
-	c->flush_idx = 0;
-	c->flush_pos = 0;
-	c->backoff_ms = 0;
-	if (c->spare == NULL) {
-		c->spare = c->flushing.data;
-	} else {
-		free(c->flushing.data);
+	slot_free(c, f);
+	if (!iotune_wc_failed(c)) {
+		c->backoff_ms = 0;
 	}
-	c->flushing.data = NULL;
 	return false;
 }
 
-static void move_active_to_flushing(struct iotune_wcache *c)
+/* A slot for the active window: free, and not overlapping it; or -1. */
+static int slot_for_active(const struct iotune_wcache *c)
 {
-	uint8_t *free_data = c->flushing.data;
+	int free_slot = -1;
+	unsigned s;
 
-	c->flushing = c->active;
+	for (s = 0; s < c->p.flushes; s++) {
+		const struct iotune_wc_flush *f = &c->fl[s];
+
+		if (f->buf.n_ext == 0) {
+			free_slot = free_slot == -1 ? (int)s : free_slot;
+		} else if (iotune_wc_buf_overlaps(&f->buf, c->active.base,
+						  c->active.base +
+						  c->p.capacity)) {
+			return -1;	/* older data there lands first */
+		}
+	}
+	return free_slot;
+}
+
+static void move_active_to(struct iotune_wcache *c, struct iotune_wc_flush *f)
+{
+	f->buf = c->active;
+	f->idx = 0;
+	f->pos = 0;
+	c->active.data = NULL;
 	c->active.n_ext = 0;
 	c->active.base = 0;
 	c->window = false;
-	c->active.data = free_data;
 	c->dirty_since_ms = 0;
-	c->flush_idx = 0;
-	c->flush_pos = 0;
+}
+
+static bool start_slot(struct iotune_wcache *c, unsigned s,
+		       enum iotune_flush_reason reason,
+		       struct iotune_wc_action *act)
+{
+	struct iotune_wc_flush *f = &c->fl[s];
+
+	f->failed = false;
+	f->reason = reason;
+	f->retries = 0;
+	WC_COUNT(c, flushes[reason], 1);
+	return issue_piece(c, s, act);
 }
 
 /*
  * Starts a flush: of the remains of a failed flush when there are any
- * (they go first), else of the whole active buffer.
+ * (they go first), else of the whole active window, in a free slot.  At
+ * most one piece is issued per action.
  */
 bool iotune_wc_begin_flush(struct iotune_wcache *c,
-			enum iotune_flush_reason reason,
-			struct iotune_wc_action *act)
+			   enum iotune_flush_reason reason,
+			   struct iotune_wc_action *act)
 {
-	if (c->flush_in_flight) {
-		return false;
+	int slot;
+	unsigned s;
+
+	if (act->flush_io) {
+		return false;	/* the next call starts it */
 	}
-	if (c->failed) {
-		c->failed = false;
-		reason = IOTUNE_FLUSH_RETRY;
-	} else if (c->active.n_ext > 0 && !iotune_wc_copies_in_flight(c)) {
-		move_active_to_flushing(c);
-	} else {
+	for (s = 0; s < c->p.flushes; s++) {
+		if (c->fl[s].failed) {
+			return start_slot(c, s, IOTUNE_FLUSH_RETRY, act);
+		}
+	}
+	if (c->active.n_ext == 0 || iotune_wc_copies_in_flight(c)) {
 		/* nothing to write, or copies still land in the window */
 		return false;
 	}
-	c->flush_in_flight = true;
-	c->flush_reason = reason;
-	c->flush_retries = 0;
-	WC_COUNT(c, flushes[reason], 1);
-	return issue_piece(c, act);
+	slot = slot_for_active(c);
+	if (slot == -1) {
+		return false;	/* behind the flushes in flight */
+	}
+	move_active_to(c, &c->fl[slot]);
+	return start_slot(c, (unsigned)slot, reason, act);
 }
 
-uint64_t iotune_wc_drop_flushing(struct iotune_wcache *c)
+/* Drops what slot f has not written yet: its bytes */
+static uint64_t drop_slot(struct iotune_wcache *c, struct iotune_wc_flush *f)
 {
-	uint64_t bytes = iotune_wc_buf_bytes(&c->flushing);
+	uint64_t bytes = 0;
+	size_t i;
 
-	if (c->flush_idx < c->flushing.n_ext) {
-		bytes -= c->flush_pos;
+	for (i = f->idx; i < f->buf.n_ext; i++) {
+		bytes += f->buf.ext[i].len;
+	}
+	if (f->idx < f->buf.n_ext) {
+		bytes -= f->pos;
 	}
 	/* what was written already stays counted as written */
-	c->flushing.n_ext = 0;
-	c->flush_idx = 0;
-	c->flush_pos = 0;
-	c->failed = false;
+	slot_free(c, f);
 	WC_COUNT(c, bytes_dropped, bytes);
+	return bytes;
+}
+
+uint64_t iotune_wc_drop_flushes(struct iotune_wcache *c, bool failed_only)
+{
+	uint64_t bytes = 0;
+	unsigned s;
+
+	for (s = 0; s < c->p.flushes; s++) {
+		struct iotune_wc_flush *f = &c->fl[s];
+
+		if (f->buf.n_ext > 0 && (f->failed || !failed_only)) {
+			bytes += drop_slot(c, f);
+		}
+	}
 	return bytes;
 }
 
@@ -163,20 +245,21 @@ static void note_error(struct iotune_wcache *c, int err, uint64_t now_ms,
 enum piece_result { PIECE_MORE, PIECE_FLUSHED, PIECE_FAILED };
 
 /*
- * The piece in flight failed with err.  While the cache may cache, the
+ * The piece of slot s failed with err.  While the cache may cache, the
  * flush stops and keeps its data for a retry.  Once the right is lost,
  * the failed extent is dropped (another opener may have written there
  * since) and the flush goes on with the next one.
  */
-static enum piece_result piece_failed(struct iotune_wcache *c, int err,
-				      uint64_t now_ms,
+static enum piece_result piece_failed(struct iotune_wcache *c, unsigned s,
+				      int err, uint64_t now_ms,
 				      struct iotune_wc_action *act)
 {
+	struct iotune_wc_flush *f = &c->fl[s];
+
 	note_error(c, err, now_ms, act);
-	c->flush_retries = 0;
+	f->retries = 0;
 	if (c->lost) {
-		uint64_t bytes = c->flushing.ext[c->flush_idx].len -
-				 c->flush_pos;
+		uint64_t bytes = f->buf.ext[f->idx].len - f->pos;
 
 		/* data is gone: the next write, barrier or close hears it */
 		if (c->error == 0) {
@@ -185,52 +268,55 @@ static enum piece_result piece_failed(struct iotune_wcache *c, int err,
 		WC_COUNT(c, bytes_dropped, bytes);
 		act->dropped += bytes;
 		act->drop_err = err;
-		c->flush_idx++;
-		c->flush_pos = 0;
-		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
+		f->idx++;
+		f->pos = 0;
+		return issue_piece(c, s, act) ? PIECE_MORE : PIECE_FLUSHED;
 	}
-	c->flush_in_flight = false;
-	c->failed = true;
+	f->in_flight = false;
+	f->failed = true;
 	c->backoff_ms = c->backoff_ms == 0 ? WC_RETRY_MIN_MS :
 			MIN(c->backoff_ms * 2, WC_RETRY_MAX_MS);
 	c->retry_at_ms = now_ms + c->backoff_ms;
 	return PIECE_FAILED;
 }
 
-/* Takes the result of the piece in flight; act gets the next one. */
-static enum piece_result piece_result(struct iotune_wcache *c, ssize_t ret,
-				      int err, uint64_t now_ms,
+/* Takes the result of slot s's piece; act gets its next one. */
+static enum piece_result piece_result(struct iotune_wcache *c, unsigned s,
+				      ssize_t ret, int err, uint64_t now_ms,
 				      struct iotune_wc_action *act)
 {
-	const struct iotune_extent *e = &c->flushing.ext[c->flush_idx];
+	struct iotune_wc_flush *f = &c->fl[s];
+	const struct iotune_extent *e = &f->buf.ext[f->idx];
 
+	f->in_flight = false;
 	if (ret > 0) {
-		uint64_t want = e->len - c->flush_pos;
+		uint64_t want = e->len - f->pos;
 		uint64_t got = MIN((uint64_t)ret, want);
 
 		WC_COUNT(c, flush_writes, 1);
 		WC_COUNT(c, flush_bytes, got);
 		WC_COUNT(c, flush_size[iotune_flush_size_bucket(got)], 1);
 		WC_COUNT(c, flush_short_writes, got < want ? 1 : 0);
-		c->flush_pos += got;
-		c->disk_size = MAX(c->disk_size, e->off + c->flush_pos);
-		c->flush_retries = 0;
-		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
+		f->pos += got;
+		c->disk_size = MAX(c->disk_size, e->off + f->pos);
+		f->retries = 0;
+		return issue_piece(c, s, act) ? PIECE_MORE : PIECE_FLUSHED;
 	}
 	if (ret < 0 && (err == EINTR || err == EAGAIN) &&
-	    c->flush_retries < WC_MAX_EINTR) {
-		c->flush_retries++;
-		return issue_piece(c, act) ? PIECE_MORE : PIECE_FLUSHED;
+	    f->retries < WC_MAX_EINTR) {
+		f->retries++;
+		return issue_piece(c, s, act) ? PIECE_MORE : PIECE_FLUSHED;
 	}
-	return piece_failed(c, ret == 0 || err == 0 ? EIO : err, now_ms, act);
+	return piece_failed(c, s, ret == 0 || err == 0 ? EIO : err, now_ms,
+			    act);
 }
 
 uint64_t iotune_wc_next_tick(const struct iotune_wcache *c)
 {
-	if (c->flush_in_flight) {
+	if (iotune_wc_flush_in_flight(c)) {
 		return 0;	/* flush_done() decides again */
 	}
-	if (c->failed) {
+	if (iotune_wc_failed(c)) {
 		return c->retry_at_ms;
 	}
 	if (iotune_wc_copies_in_flight(c)) {
@@ -246,28 +332,28 @@ uint64_t iotune_wc_next_tick(const struct iotune_wcache *c)
 void iotune_wc_flush_if_due(struct iotune_wcache *c, uint64_t now_ms,
 			 struct iotune_wc_action *act)
 {
-	if (c->flush_in_flight) {
-		return;
-	}
-	if (c->failed && now_ms >= c->retry_at_ms) {
-		iotune_wc_begin_flush(c, IOTUNE_FLUSH_RETRY, act);
-	} else if (!c->failed && c->dirty_since_ms != 0 &&
+	if (iotune_wc_failed(c)) {
+		if (now_ms >= c->retry_at_ms) {
+			iotune_wc_begin_flush(c, IOTUNE_FLUSH_RETRY, act);
+		}
+	} else if (c->dirty_since_ms != 0 &&
 		   now_ms >= c->dirty_since_ms + c->p.timeout_ms) {
 		iotune_wc_begin_flush(c, IOTUNE_FLUSH_TIMEOUT, act);
 	}
 }
 
 void iotune_wc_flush_done(struct iotune_wcache *c,
+			  unsigned slot,
 			  ssize_t ret,
 			  int err,
 			  uint64_t now_ms,
 			  struct iotune_wc_action *act)
 {
 	*act = (struct iotune_wc_action) { 0 };
-	if (!c->flush_in_flight) {
+	if (slot >= c->p.flushes || !c->fl[slot].in_flight) {
 		return;
 	}
-	if (piece_result(c, ret, err, now_ms, act) == PIECE_MORE) {
+	if (piece_result(c, slot, ret, err, now_ms, act) == PIECE_MORE) {
 		return;
 	}
 	if (iotune_wc_active_full(c)) {
@@ -282,9 +368,9 @@ void iotune_wc_lose_right(struct iotune_wcache *c,
 {
 	*act = (struct iotune_wc_action) { 0 };
 	c->lost = true;
-	if (c->failed) {
+	if (iotune_wc_failed(c)) {
 		/* never retried once another opener may have written */
-		act->dropped += iotune_wc_drop_flushing(c);
+		act->dropped += iotune_wc_drop_flushes(c, true);
 		act->drop_err = c->last_err;
 		if (c->error == 0) {
 			c->error = c->last_err;
@@ -299,11 +385,12 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 			 struct iotune_wc_action *act)
 {
 	*act = (struct iotune_wc_action) { 0 };
-	if (c->flush_in_flight || iotune_wc_copies_in_flight(c)) {
+	if (iotune_wc_flush_in_flight(c) || iotune_wc_copies_in_flight(c)) {
 		return EBUSY;
 	}
 	c->last_err = 0;
 	while (iotune_wc_begin_flush(c, reason, act)) {
+		unsigned s = act->flush_slot;
 		enum piece_result r = PIECE_MORE;
 
 		while (r == PIECE_MORE) {
@@ -313,8 +400,9 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 			ret = c->io->pwrite(c->io->private_data,
 					    act->flush_buf, act->flush_len,
 					    act->flush_off);
-			r = piece_result(c, ret, ret < 0 ? errno : 0, now_ms,
-					 act);
+			act->flush_io = false;
+			r = piece_result(c, s, ret, ret < 0 ? errno : 0,
+					 now_ms, act);
 		}
 		if (r == PIECE_FAILED) {
 			break;	/* kept: retried later */
@@ -324,4 +412,3 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 	iotune_wc_run(c, now_ms, act);
 	return c->last_err;
 }
-

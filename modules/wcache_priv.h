@@ -52,6 +52,17 @@ bool iotune_wc_buf_overlay(const struct iotune_wc_buffer *b,
 			   uint8_t *buf,
 			   size_t n);
 
+/* A window's buffer: a spare one, or a new one (aligned for O_DIRECT) */
+uint8_t *iotune_wc_take_buffer(struct iotune_wcache *c);
+
+/* A buffer no longer needed: kept as a spare, or freed (may be NULL) */
+void iotune_wc_put_buffer(struct iotune_wcache *c, uint8_t *data);
+
+/* The windows on their way to disk (slots in use) */
+#define WC_FOR_EACH_FLUSH(c, f)                                        \
+	for ((f) = &(c)->fl[0]; (f) < &(c)->fl[(c)->p.flushes]; (f)++)  \
+		if ((f)->buf.n_ext > 0)
+
 /* wcache.c */
 void iotune_wc_run(struct iotune_wcache *c, uint64_t now_ms,
 		   struct iotune_wc_action *act);
@@ -61,7 +72,8 @@ bool iotune_wc_active_full(const struct iotune_wcache *c);
 bool iotune_wc_begin_flush(struct iotune_wcache *c,
 			   enum iotune_flush_reason reason,
 			   struct iotune_wc_action *act);
-uint64_t iotune_wc_drop_flushing(struct iotune_wcache *c);
+/* drops the data of the slots (of the failed ones only): its bytes */
+uint64_t iotune_wc_drop_flushes(struct iotune_wcache *c, bool failed_only);
 uint64_t iotune_wc_drop_active(struct iotune_wcache *c);
 void iotune_wc_flush_if_due(struct iotune_wcache *c, uint64_t now_ms,
 			    struct iotune_wc_action *act);

@@ -5,7 +5,8 @@
  * SPDX-License-Identifier: GPL-3.0-or-later
  *
  * One cache holds the dirty data of one file in a window of `capacity`
- * bytes: a buffer plus a sorted list of disjoint dirty extents.  The core
+ * bytes: a buffer plus a sorted list of disjoint dirty extents; full
+ * windows go to disk in up to `flushes` slots at once.  The core
  * makes every decision and never does asynchronous I/O itself; it works
  * like the read-ahead core: one call in, one action out.
  *
@@ -172,6 +173,27 @@ struct iotune_wc_params {
 				 * caller, in its thread pool (0: the core
 				 * copies all) */
 	bool sparse;		/* the file has holes: reserve inside it too */
+	unsigned flushes;	/* windows on their way to disk at once
+				 * (1 .. IOTUNE_WC_MAX_FLUSHES; 0: 1) */
+};
+
+/* the most windows of one cache on their way to disk at once */
+#define IOTUNE_WC_MAX_FLUSHES 4
+
+/*
+ * A window on its way to disk.  The windows of one cache that are being
+ * flushed never overlap each other, so they may land in any order; the
+ * active window (newer data) may overlap them, and waits for them before
+ * it is flushed itself.
+ */
+struct iotune_wc_flush {
+	struct iotune_wc_buffer buf;	/* no extents: the slot is free */
+	bool in_flight;		/* a piece of it is being written */
+	bool failed;		/* holds unwritten remains, retried later */
+	enum iotune_flush_reason reason;
+	size_t idx;		/* extent being written */
+	uint64_t pos;		/* bytes of it already written */
+	unsigned retries;	/* EINTR/EAGAIN in a row */
 };
 
 struct iotune_wcache {
@@ -179,16 +201,10 @@ struct iotune_wcache {
 	uint64_t disk_size;
 	struct iotune_wc_buffer active;
 	bool window;			/* active has its window placed */
-	struct iotune_wc_buffer flushing;
-	uint8_t *spare;			/* a free buffer, kept for reuse */
+	struct iotune_wc_flush fl[IOTUNE_WC_MAX_FLUSHES];
+	uint8_t *spare[IOTUNE_WC_MAX_FLUSHES];	/* free buffers, for reuse */
 	uint64_t dirty_since_ms;	/* 0: active is clean */
-	bool flush_in_flight;
-	enum iotune_flush_reason flush_reason;
-	size_t flush_idx;		/* extent of flushing being written */
-	uint64_t flush_pos;		/* bytes of it already written */
-	unsigned flush_retries;		/* EINTR/EAGAIN in a row */
-	bool failed;			/* flushing holds unwritten remains */
-	uint64_t retry_at_ms;		/* ... tried again then */
+	uint64_t retry_at_ms;		/* failed flushes are tried again */
 	uint64_t backoff_ms;
 	int error;			/* dropped data not yet reported */
 	int last_err;			/* the last flush error */
@@ -210,6 +226,7 @@ struct iotune_wcache {
 /* What the caller must do after a call */
 struct iotune_wc_action {
 	bool flush_io;		/* write this piece, then flush_done() */
+	unsigned flush_slot;	/* ... and give flush_done() this */
 	uint64_t flush_off;
 	const uint8_t *flush_buf;
 	size_t flush_len;
@@ -280,8 +297,13 @@ void iotune_wc_disk_done(struct iotune_wcache *c,
 			 uint64_t now_ms,
 			 struct iotune_wc_action *act);
 
-/* The flush piece of the last action returned ret (bytes, or -1/err). */
+/*
+ * The flush piece of an action (act->flush_slot) returned ret (bytes, or
+ * -1/err).  Pieces of different slots may be in flight at once, one per
+ * slot; their results may come in any order.
+ */
 void iotune_wc_flush_done(struct iotune_wcache *c,
+			  unsigned slot,
 			  ssize_t ret,
 			  int err,
 			  uint64_t now_ms,
@@ -341,6 +363,9 @@ struct iotune_wc_op *iotune_wc_next_orphan(struct iotune_wcache *c);
 
 bool iotune_wc_is_dirty(const struct iotune_wcache *c);
 bool iotune_wc_flush_in_flight(const struct iotune_wcache *c);
+
+/* A flush failed and its data waits for a retry */
+bool iotune_wc_failed(const struct iotune_wcache *c);
 
 /* Nothing dirty, queued, to take, in flight or unreported: can go. */
 bool iotune_wc_idle(const struct iotune_wcache *c);

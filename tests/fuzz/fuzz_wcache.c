@@ -1,7 +1,8 @@
 /*
  * libFuzzer target: a sequence of write cache operations decoded from
- * the input (writes small and large, flush pieces and disk writes that
- * complete late or fail, barriers, ticks, synchronous flushes, a lost
+ * the input (writes small and large, flush pieces of up to
+ * IOTUNE_WC_MAX_FLUSHES windows and disk writes that complete late, in
+ * any order, or fail, barriers, ticks, synchronous flushes, a lost
  * right to cache), driven like the adapter drives the core.  Every read
  * and, once everything is settled, the file must match a model of the
  * acknowledged writes; nothing may spin (a tick is never due at once).
@@ -55,8 +56,8 @@ struct slot {
 static struct slot slots[MAX_OPS];
 static struct iotune_wcache c;
 static uint64_t now;
-static int piece;
-static struct iotune_wc_action pending;
+static unsigned piece;	/* flush pieces in flight */
+static struct iotune_wc_action pending[IOTUNE_WC_MAX_FLUSHES];
 
 static void model_write(uint64_t off, const uint8_t *buf, size_t n)
 {
@@ -80,11 +81,17 @@ static void apply(const struct iotune_wc_action *act)
 		abort();	/* would spin */
 	}
 	if (act->flush_io) {
-		if (piece) {
-			abort();	/* one piece in flight at most */
+		unsigned i;
+
+		for (i = 0; i < piece; i++) {
+			if (pending[i].flush_slot == act->flush_slot) {
+				abort();	/* one piece per slot at most */
+			}
 		}
-		piece = 1;
-		pending = *act;
+		if (act->flush_slot >= c.p.flushes) {
+			abort();
+		}
+		pending[piece++] = *act;
 	}
 	while ((op = iotune_wc_next_to_disk(&c)) != NULL) {
 		((struct slot *)op->private_data)->on_disk = 1;
@@ -98,16 +105,19 @@ static void apply(const struct iotune_wc_action *act)
 	}
 }
 
-static void do_piece(int fail)
+/* writes piece i of those in flight: they may complete in any order */
+static void do_piece(unsigned i, int fail)
 {
 	struct iotune_wc_action act;
+	struct iotune_wc_action p = pending[i];
 	ssize_t ret;
 
-	piece = 0;
+	piece--;
+	memmove(&pending[i], &pending[i + 1], (piece - i) * sizeof(p));
 	fail_next = fail;
-	ret = fake_pwrite(NULL, pending.flush_buf, pending.flush_len,
-			  pending.flush_off);
-	iotune_wc_flush_done(&c, ret, ret < 0 ? errno : 0, now, &act);
+	ret = fake_pwrite(NULL, p.flush_buf, p.flush_len, p.flush_off);
+	iotune_wc_flush_done(&c, p.flush_slot, ret, ret < 0 ? errno : 0, now,
+			     &act);
 	apply(&act);
 }
 
@@ -131,7 +141,7 @@ static void settle(void)
 
 		any = 0;
 		if (piece) {
-			do_piece(0);
+			do_piece(0, 0);
 			any = 1;
 		}
 		for (i = 0; i < MAX_OPS; i++) {
@@ -208,7 +218,7 @@ static void step(const uint8_t *d, int *lost)
 		break;
 	case 4:
 		if (piece) {
-			do_piece(d[3] & 1);
+			do_piece((d[3] >> 1) % piece, d[3] & 1);
 		}
 		break;
 	case 5:
@@ -231,7 +241,7 @@ static void step(const uint8_t *d, int *lost)
 		apply(&act);
 		break;
 	case 9:
-		if (piece || *lost || c.failed) {
+		if (piece || *lost || iotune_wc_failed(&c)) {
 			break;
 		}
 		*lost = 1;
@@ -251,6 +261,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct iotune_wc_stats stats = { 0 };
 	struct iotune_wc_params params = {
 		.capacity = CAP, .timeout_ms = 1000,
+		/* windows on their way to disk at once, from the input */
+		.flushes = size > 0 ? 1 + data[0] % IOTUNE_WC_MAX_FLUSHES : 1,
 	};
 	struct iotune_wc_action act;
 	int lost = 0;

@@ -2,8 +2,8 @@
  * Unit tests of iotune's write cache core: its queue, flushes, errors,
  * lost right to cache and reservations, against a fake disk, a fake clock
  * and a fake adapter that performs the actions the core asks for, when
- * the test says so.  malloc is wrapped (-Wl,--wrap=malloc) to inject
- * allocation failures.
+ * the test says so.  malloc and posix_memalign are wrapped (-Wl,--wrap)
+ * to inject allocation failures.
  *
  * Copyright (C) iotune authors 2026
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -36,6 +36,18 @@ void *__wrap_malloc(size_t size)
 		return NULL;
 	}
 	return __real_malloc(size);
+}
+
+int __real_posix_memalign(void **p, size_t align, size_t size);
+
+/* the windows' buffers fail like malloc (fail_mallocs) */
+int __wrap_posix_memalign(void **p, size_t align, size_t size)
+{
+	if (fail_mallocs > 0) {
+		fail_mallocs--;
+		return ENOMEM;
+	}
+	return __real_posix_memalign(p, align, size);
 }
 
 /*
@@ -126,10 +138,13 @@ struct fixture {
 	struct iotune_wcache c;
 	struct iotune_wc_io_ops io;
 	uint64_t now;
-	bool piece;		/* a flush piece waits to be written */
-	uint64_t piece_off;
-	const uint8_t *piece_buf;
-	size_t piece_len;
+	unsigned piece;		/* flush pieces waiting to be written */
+	struct {
+		unsigned slot;
+		uint64_t off;
+		const uint8_t *buf;
+		size_t len;
+	} pieces[IOTUNE_WC_MAX_FLUSHES];	/* oldest first */
 	uint64_t tick;		/* the last tick asked for */
 	unsigned logged;
 	unsigned log_repeats;
@@ -141,12 +156,13 @@ struct fixture {
 	uint64_t model_size;
 };
 
-static int setup_params(void **state, bool sparse, uint64_t copy_size)
+static int setup_params(void **state, bool sparse, uint64_t copy_size,
+			unsigned flushes)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct iotune_wc_params p = {
 		.capacity = CAP, .timeout_ms = 1000, .sparse = sparse,
-		.copy_size = copy_size,
+		.copy_size = copy_size, .flushes = flushes,
 	};
 
 	assert_non_null(f);
@@ -166,13 +182,19 @@ static int setup_params(void **state, bool sparse, uint64_t copy_size)
 
 static int setup(void **state)
 {
-	return setup_params(state, false, 0);
+	return setup_params(state, false, 0, 1);
 }
 
 /* writes of 16 KiB and more are copied by the caller (the thread pool) */
 static int setup_copies(void **state)
 {
-	return setup_params(state, false, 16 * KIB);
+	return setup_params(state, false, 16 * KIB, 1);
+}
+
+/* three windows may be on their way to disk at once */
+static int setup_flushes(void **state)
+{
+	return setup_params(state, false, 0, 3);
 }
 
 static int teardown(void **state)
@@ -232,11 +254,19 @@ static void apply(struct fixture *f, const struct iotune_wc_action *act)
 	f->dropped += act->dropped;
 	f->cannot_reserve |= act->cannot_reserve;
 	if (act->flush_io) {
-		assert_false(f->piece);	/* one piece in flight at most */
-		f->piece = true;
-		f->piece_off = act->flush_off;
-		f->piece_buf = act->flush_buf;
-		f->piece_len = act->flush_len;
+		unsigned i;
+
+		/* one piece in flight per slot at most */
+		assert_true(act->flush_slot < f->c.p.flushes);
+		for (i = 0; i < f->piece; i++) {
+			assert_int_not_equal(f->pieces[i].slot,
+					     act->flush_slot);
+		}
+		f->pieces[f->piece].slot = act->flush_slot;
+		f->pieces[f->piece].off = act->flush_off;
+		f->pieces[f->piece].buf = act->flush_buf;
+		f->pieces[f->piece].len = act->flush_len;
+		f->piece++;
 	}
 	while ((op = iotune_wc_next_to_disk(&f->c)) != NULL) {
 		assert_int_equal(op->state, IOTUNE_WC_OP_ON_DISK);
@@ -303,18 +333,29 @@ static struct w *barrier(struct fixture *f, enum iotune_flush_reason reason)
 	return submit(f, w);
 }
 
-/* Writes the waiting flush piece on the fake disk. */
-static void do_piece(struct fixture *f)
+/* Writes waiting flush piece i on the fake disk. */
+static void do_piece_at(struct fixture *f, unsigned i)
 {
 	struct iotune_wc_action act;
+	unsigned slot = f->pieces[i].slot;
 	ssize_t ret;
 
-	assert_true(f->piece);
-	f->piece = false;
+	assert_true(i < f->piece);
 	errno = 0;
-	ret = fake_pwrite(&f->disk, f->piece_buf, f->piece_len, f->piece_off);
-	iotune_wc_flush_done(&f->c, ret, ret < 0 ? errno : 0, f->now, &act);
+	ret = fake_pwrite(&f->disk, f->pieces[i].buf, f->pieces[i].len,
+			  f->pieces[i].off);
+	f->piece--;
+	memmove(&f->pieces[i], &f->pieces[i + 1],
+		(f->piece - i) * sizeof(f->pieces[0]));
+	iotune_wc_flush_done(&f->c, slot, ret, ret < 0 ? errno : 0, f->now,
+			     &act);
 	apply(f, &act);
+}
+
+/* Writes the oldest waiting flush piece on the fake disk. */
+static void do_piece(struct fixture *f)
+{
+	do_piece_at(f, 0);
 }
 
 /* Writes an op the core sent to disk. */
@@ -447,8 +488,8 @@ static void test_sequential_writes_coalesce_into_one_flush(void **state)
 	}
 	/* the window is full: its flush starts at once, in one piece */
 	assert_true(f->piece);
-	assert_int_equal(f->piece_off, 0);
-	assert_int_equal(f->piece_len, CAP);
+	assert_int_equal(f->pieces[0].off, 0);
+	assert_int_equal(f->pieces[0].len, CAP);
 	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_FULL], 1);
 	settle(f);
 	assert_int_equal(f->disk.writes, 1);
@@ -715,7 +756,7 @@ static void test_sparse_file_reserves_inside(void **state)
 	struct fixture *f = NULL;
 
 	teardown(state);
-	setup_params(state, true, 0);
+	setup_params(state, true, 0, 1);
 	f = *state;
 	iotune_wc_set_disk_size(&f->c, 10 * CAP);
 	write_at(f, CAP + 5, 10, 1);
@@ -879,7 +920,7 @@ static void test_end_drops_fails_queued_and_releases(void **state)
 	write_at(f, 3 * CAP, 4 * KIB, 2);	/* a flush in flight */
 	queued = write_at(f, 6 * CAP, 4 * KIB, 3);
 	assert_false(queued->done);
-	f->piece = false;	/* its result never comes */
+	f->piece = 0;	/* its result never comes */
 	iotune_wc_end(&f->c, &off, &len, &act);
 	apply(f, &act);
 	assert_failed(queued, EBADF);
@@ -1083,6 +1124,126 @@ static void test_flush_size_buckets(void **state)
 			    "unknown");
 }
 
+/*
+ * Several windows on their way to disk at once: a stream does not wait
+ * for each flush; when all slots are busy, writes wait in order; pieces
+ * complete in any order and the file ends up right.
+ */
+/* Fills the window at base with two writes of half its size */
+static void fill_window(struct fixture *f, uint64_t base, unsigned seed)
+{
+	assert_done(write_at(f, base, CAP / 2, 2 * seed), CAP / 2);
+	assert_done(write_at(f, base + CAP / 2, CAP / 2, 2 * seed + 1),
+		    CAP / 2);
+}
+
+static void test_windows_flush_in_parallel(void **state)
+{
+	struct fixture *f = *state;
+	struct w *waits = NULL;
+	uint8_t buf[100];
+	size_t got = 0;
+	unsigned i;
+
+	for (i = 0; i < 3; i++) {
+		fill_window(f, i * CAP, i);
+		assert_int_equal(f->piece, i + 1);	/* each window goes */
+	}
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_FULL], 3);
+	/* all three slots busy: the fourth window fills and stays */
+	fill_window(f, 3 * CAP, 7);
+	assert_int_equal(f->piece, 3);
+	waits = write_at(f, 4 * CAP, 100, 8);
+	assert_false(waits->done);
+	/* reads see the data of every window in flight */
+	assert_true(iotune_wc_read_cached(&f->c, CAP + 10, buf, sizeof(buf),
+					  &got));
+	assert_int_equal(got, sizeof(buf));
+	assert_reads_model(f, 0, 4 * CAP + 100);
+	/* the newest piece lands first: its slot takes the fourth window */
+	do_piece_at(f, 2);
+	assert_int_equal(f->piece, 3);
+	assert_done(waits, 100);
+	do_piece_at(f, 1);
+	do_piece_at(f, 0);
+	assert_int_equal(f->piece, 1);		/* the fourth window */
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), EBUSY);
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+	assert_int_equal(f->stats.flush_writes, 5);
+}
+
+/*
+ * A window that overlaps a window still on its way to disk waits for
+ * it: the older data can never land over the newer.
+ */
+static void test_overlapping_window_waits_for_older_flush(void **state)
+{
+	struct fixture *f = *state;
+
+	fill_window(f, 0, 1);
+	assert_int_equal(f->piece, 1);
+	fill_window(f, 0, 2);			/* full again, same range */
+	write_at(f, CAP, 100, 3);		/* not absorbed: waits */
+	assert_int_equal(f->piece, 1);		/* not beside the first */
+	assert_reads_model(f, 0, 2 * CAP);
+	do_piece(f);
+	assert_int_equal(f->piece, 1);		/* now it goes */
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+}
+
+/*
+ * One window fails while another lands: the failed one keeps its data,
+ * the next write retries it first, and nothing is lost.
+ */
+static void test_one_failed_window_among_several(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	fill_window(f, 0, 1);
+	fill_window(f, CAP, 2);
+	assert_int_equal(f->piece, 2);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 1;
+	do_piece_at(f, 0);			/* the first window fails */
+	assert_true(iotune_wc_failed(&f->c));
+	do_piece(f);				/* the second lands */
+	assert_true(iotune_wc_failed(&f->c));
+	assert_int_not_equal(f->tick, 0);	/* a retry is due later */
+	w = write_at(f, 2 * CAP, 100, 3);	/* retries the first */
+	assert_int_equal(f->piece, 1);
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_RETRY], 1);
+	do_piece(f);				/* the retry works */
+	assert_false(iotune_wc_failed(&f->c));
+	settle(f);
+	assert_done(w, 100);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+	assert_int_equal(f->stats.bytes_dropped, 0);
+}
+
+/* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
+static void test_flush_slots_and_alignment(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_params p = { .capacity = CAP, .flushes = 99 };
+	struct iotune_wcache c;
+
+	assert_int_equal(iotune_wc_init(&c, &p, 0, &f->io, NULL), 0);
+	assert_int_equal(c.p.flushes, IOTUNE_WC_MAX_FLUSHES);
+	p.flushes = 0;
+	assert_int_equal(iotune_wc_init(&c, &p, 0, &f->io, NULL), 0);
+	assert_int_equal(c.p.flushes, 1);
+	fill_window(f, 0, 1);
+	assert_int_equal(f->piece, 1);
+	assert_int_equal((uintptr_t)f->pieces[0].buf % 4096, 0);
+	settle(f);
+}
+
 /* One step of the randomized test; *lost: the right to cache is gone */
 static void random_step(struct fixture *f, unsigned step, bool *lost)
 {
@@ -1106,7 +1267,7 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 	} else if (op < 65 && f->piece) {
 		f->disk.fail_errno = random() % 4 == 0 ? ENOSPC : 0;
 		f->disk.fail_count = f->disk.fail_errno != 0;
-		do_piece(f);
+		do_piece_at(f, (unsigned)random() % f->piece);
 		f->disk.fail_count = 0;
 	} else if (op < 75) {
 		for (i = 0; i < MAX_OPS; i++) {
@@ -1123,7 +1284,7 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 		assert_reads_model(f, off, n);
 	} else if (op < 94) {
 		barrier(f, IOTUNE_FLUSH_FSYNC);
-	} else if (op < 95 && !*lost && !f->piece && !f->c.failed) {
+	} else if (op < 95 && !*lost && !f->piece && !iotune_wc_failed(&f->c)) {
 		struct iotune_wc_action act;
 
 		/* a break: what it writes cannot fail here (nothing dropped) */
@@ -1140,7 +1301,8 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 
 /*
  * Random writes (small, window sized, overlapping), flush results (some
- * failing), disk writes completing out of order, barriers, ticks and
+ * failing, several windows in flight completing in any order), disk
+ * writes completing out of order, barriers, ticks and
  * reads: every read matches the model of acknowledged writes, and once
  * everything is settled so does the disk.
  */
@@ -1154,7 +1316,9 @@ static void test_randomized_against_model(void **state)
 		unsigned step;
 
 		teardown(state);
-		setup_params(state, false, seed % 2 ? 8 * KIB : 0);
+		/* copies by the caller or not, 1 to 4 flushes at once */
+		setup_params(state, false, seed % 2 ? 8 * KIB : 0,
+			     1 + (seed / 2) % IOTUNE_WC_MAX_FLUSHES);
 		f = *state;
 		srandom(seed);
 		for (step = 0; step < 2000; step++) {
@@ -1209,6 +1373,13 @@ int main(void)
 		T(test_snapshot_survives_flush_during_read),
 		T(test_flush_size_buckets),
 		T(test_randomized_against_model),
+#undef T
+#define T(name) cmocka_unit_test_setup_teardown(name, setup_flushes, \
+						teardown)
+		T(test_windows_flush_in_parallel),
+		T(test_overlapping_window_waits_for_older_flush),
+		T(test_one_failed_window_among_several),
+		T(test_flush_slots_and_alignment),
 #undef T
 	};
 
