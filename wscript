@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return 0; }
 
 # unit test name -> extra link flags (syscall and libc fakes)
 UNIT_TESTS = {
-    'wcache': ['-Wl,--wrap=malloc', '-Wl,--wrap=posix_memalign'],
+    'wcache': ['-Wl,--wrap=malloc', '-Wl,--wrap=mmap'],
     'config': [],
     'stats': [],
     'readahead': [],

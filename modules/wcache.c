@@ -165,14 +165,10 @@ void iotune_wc_destroy(struct iotune_wcache *c)
 {
 	unsigned s;
 
-	free(c->active.data);
-	c->active.data = NULL;
+	iotune_wc_free_buffers(c);
 	c->active.n_ext = 0;
 	for (s = 0; s < IOTUNE_WC_MAX_FLUSHES; s++) {
-		free(c->fl[s].buf.data);
 		c->fl[s] = (struct iotune_wc_flush) { 0 };
-		free(c->spare[s]);
-		c->spare[s] = NULL;
 	}
 }
 

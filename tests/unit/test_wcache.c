@@ -2,7 +2,7 @@
  * Unit tests of iotune's write cache core: its queue, flushes, errors,
  * lost right to cache and reservations, against a fake disk, a fake clock
  * and a fake adapter that performs the actions the core asks for, when
- * the test says so.  malloc and posix_memalign are wrapped (-Wl,--wrap)
+ * the test says so.  malloc and mmap are wrapped (-Wl,--wrap)
  * to inject allocation failures.
  *
  * Copyright (C) iotune authors 2026
@@ -10,6 +10,7 @@
  */
 
 #include <errno.h>
+#include <sys/mman.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,16 +39,19 @@ void *__wrap_malloc(size_t size)
 	return __real_malloc(size);
 }
 
-int __real_posix_memalign(void **p, size_t align, size_t size);
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		  off_t off);
 
-/* the windows' buffers fail like malloc (fail_mallocs) */
-int __wrap_posix_memalign(void **p, size_t align, size_t size)
+/* the windows' buffers (mapped pages) fail like malloc (fail_mallocs) */
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+		  off_t off)
 {
 	if (fail_mallocs > 0) {
 		fail_mallocs--;
-		return ENOMEM;
+		errno = ENOMEM;
+		return MAP_FAILED;
 	}
-	return __real_posix_memalign(p, align, size);
+	return __real_mmap(addr, len, prot, flags, fd, off);
 }
 
 /*
