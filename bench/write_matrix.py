@@ -9,6 +9,9 @@
 #   pagecache   iotune with its defaults / the same share without iotune
 #   odirect     iotune "direct io = writes" with its defaults / the same
 #               with "write cache size = 0" (uncached direct writes)
+#   control     a second share without iotune / the first (not in the
+#               default run): what two identical shares measure on this
+#               machine, the noise floor of every other ratio
 #   glusterfs   "vfs objects = iotune glusterfs" / "glusterfs" alone, on a
 #               single-brick GlusterFS volume (--gluster); and a share on
 #               a FUSE mount of the volume, without iotune, with Gluster's
@@ -43,6 +46,7 @@ DEPTHS = [1, 4, 16]
 
 LOCAL_SHARES = {
     'pc_plain': {},
+    'pc_plain_b': {},
     'pc_iotune': {'vfs objects': 'iotune'},
     'dio_uncached': {'vfs objects': 'iotune', 'iotune:direct io': 'writes',
                      'iotune:write cache size': '0'},
@@ -52,6 +56,7 @@ LOCAL_SHARES = {
 PAIRS = {
     'pagecache': ('pc_iotune', 'pc_plain'),
     'odirect': ('dio_iotune', 'dio_uncached'),
+    'control': ('pc_plain_b', 'pc_plain'),
     'glusterfs': ('gl_iotune', 'gl_plain'),
     'fuse-wb-on': ('fuse_iotune', 'fuse_plain'),
     'fuse-wb-off': ('fuse_iotune', 'fuse_plain'),
@@ -241,8 +246,9 @@ def main():
                                                    for b in BLOCKS))
     ap.add_argument('--depths', default=','.join(str(d) for d in DEPTHS))
     ap.add_argument('--backends', default='pagecache,odirect',
-                    help='local shares to measure; "" for none (with '
-                    '--gluster: GlusterFS only)')
+                    help='local shares to measure (pagecache, odirect, '
+                    'control); "" for none (with --gluster: GlusterFS '
+                    'only)')
     ap.add_argument('--gluster', action='store_true',
                     help='also GlusterFS (installs and starts it)')
     ap.add_argument('--no-cpu', action='store_true')

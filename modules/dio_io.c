@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "iotune/dio.h"
@@ -45,22 +46,41 @@
 struct bounce {
 	void *buf;
 	size_t len;
-	size_t align;
 };
 
 static pthread_mutex_t bounce_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bounce bounce_kept[BOUNCE_KEEP];
 
-/* An aligned buffer of at least n bytes: a kept one, or a new one */
+/*
+ * Bounce buffers are mapped pages of their own, not malloc()ed: page
+ * aligned, and freeing one does not move glibc's dynamic mmap threshold
+ * (which made later large allocations of smbd come from a heap that was
+ * trimmed and faulted in again at every request).
+ */
+static void bounce_unmap(struct bounce *b)
+{
+	if (b->buf != NULL) {
+		munmap(b->buf, b->len);
+	}
+	*b = (struct bounce) { 0 };
+}
+
+/* A buffer of at least n bytes aligned to align: a kept one, or new pages */
 static void *bounce_get(size_t align, size_t n, struct bounce *b)
 {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	unsigned i;
 
+	*b = (struct bounce) { 0 };
+	if (align > page) {
+		errno = EINVAL;		/* never seen: alignment is <= 4096 */
+		return NULL;
+	}
 	pthread_mutex_lock(&bounce_lock);
 	for (i = 0; i < BOUNCE_KEEP; i++) {
 		struct bounce *k = &bounce_kept[i];
 
-		if (k->buf != NULL && k->len >= n && k->align % align == 0) {
+		if (k->buf != NULL && k->len >= n) {
 			*b = *k;
 			*k = (struct bounce) { 0 };
 			pthread_mutex_unlock(&bounce_lock);
@@ -68,18 +88,21 @@ static void *bounce_get(size_t align, size_t n, struct bounce *b)
 		}
 	}
 	pthread_mutex_unlock(&bounce_lock);
-	*b = (struct bounce) { .len = n, .align = align };
-	if (posix_memalign(&b->buf, align, n) != 0) {
-		b->buf = NULL;
+	b->len = (n + page - 1) & ~(page - 1);
+	b->buf = mmap(NULL, b->len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b->buf == MAP_FAILED) {
+		*b = (struct bounce) { 0 };
 		errno = ENOMEM;
+		return NULL;
 	}
 	return b->buf;
 }
 
-/* Keeps b for the next request when there is room, else frees it */
+/* Keeps b for the next request when there is room, else unmaps it */
 static void bounce_put(struct bounce *b)
 {
-	void *drop = b->buf;
+	struct bounce drop = *b;
 	unsigned i;
 
 	pthread_mutex_lock(&bounce_lock);
@@ -87,13 +110,13 @@ static void bounce_put(struct bounce *b)
 		struct bounce *k = &bounce_kept[i];
 
 		if (k->buf == NULL || k->len < b->len) {
-			drop = k->buf;	/* a smaller one makes room */
+			drop = *k;	/* a smaller one makes room */
 			*k = *b;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&bounce_lock);
-	free(drop);
+	bounce_unmap(&drop);
 	*b = (struct bounce) { 0 };
 }
 
