@@ -23,6 +23,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
 BACKENDS = {
     'pagecache': 'page-cache share (ext4, local disk)',
+    'control': 'control: a second share without iotune / the first '
+               '(the noise floor of this machine)',
     'odirect': 'O_DIRECT share (`iotune:direct io = writes`)',
     'glusterfs': 'GlusterFS through `vfs_glusterfs`',
     'fuse-wb-on': 'GlusterFS FUSE mount, GlusterFS write-behind on',

@@ -28,7 +28,8 @@ fi
 out=build/bench
 mkdir -p "$out"
 /usr/bin/python3 bench/write_matrix.py --rounds "$rounds" --scale "$scale" \
-	--gluster --json "$out/write_matrix.json"
+	--backends pagecache,control,odirect --gluster \
+	--json "$out/write_matrix.json"
 # shellcheck disable=SC2086
 /usr/bin/python3 bench/readahead.py --rounds "$rounds" $ra_args \
 	--json "$out/readahead.json"
