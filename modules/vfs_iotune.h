@@ -123,7 +123,6 @@ struct iotune_cache *iotune_cache_of(struct files_struct *fsp);
 struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct iotune_file *file,
 					    struct files_struct *fsp,
-					    size_t n,
 					    bool *may_cache);
 struct iotune_wcache *iotune_cache_core(struct iotune_cache *cache);
 void iotune_cache_submit(struct iotune_cache *cache,

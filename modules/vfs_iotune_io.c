@@ -184,7 +184,7 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 		.started_us = iotune_now_us(),
 	};
 	if (file != NULL && offset >= 0) {
-		state->cache = iotune_cache_for_write(share, file, fsp, n,
+		state->cache = iotune_cache_for_write(share, file, fsp,
 						      &may_cache);
 	}
 	if (state->cache == NULL) {

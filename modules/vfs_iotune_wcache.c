@@ -390,7 +390,6 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct iotune_file *file,
 					    struct files_struct *fsp,
-					    size_t n,
 					    bool *may_cache)
 {
 	struct iotune_cache *cache = iotune_cache_of(fsp);
@@ -404,14 +403,7 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 		}
 		return cache;
 	}
-	if (!*may_cache || n >= share->wc_bypass) {
-		/*
-		 * Nothing of the file is cached, and a write of the bypass
-		 * size would only pass through a new cache: it goes to
-		 * disk without one, so that a file that takes only large
-		 * writes neither pays for a cache nor uses up one of the
-		 * process's "write cache max files".
-		 */
+	if (!*may_cache) {
 		return NULL;
 	}
 	cache = iotune_cache_create(share, file);

@@ -290,35 +290,6 @@ def test_second_open_in_same_process_breaks_and_sees_data(smbd):
     c.quit()
 
 
-def test_large_writes_take_no_cache(smbd):
-    """A write of the bypass size to a file with nothing cached goes to
-    disk without setting up a cache: files that only take large writes
-    do not use up 'write cache max files' (2 here), and a third file's
-    small write is still cached."""
-    c = harness.ScriptClient(smbd, 'limited')
-    big = b'L' * MIB
-    for slot in range(2):
-        c.use(slot)
-        assert c.open('large%d.bin' % slot, 'batch')[0] == OPLOCK_BATCH
-        c.write(0, big)
-        c.write(MIB, big)
-    c.use(2)
-    assert c.open('small.bin', 'batch')[0] == OPLOCK_BATCH
-    c.write(0, b'small')
-    path = os.path.join(smbd.share_path('limited'), '%s.bin')
-    with open(path % 'small', 'rb') as f:
-        assert f.read() == b''          # cached
-    for slot in range(2):
-        with open(path % ('large%d' % slot), 'rb') as f:
-            assert f.read() == big * 2  # on disk at once
-    for slot in range(3):
-        c.use(slot)
-        c.close()
-    c.quit()
-    with open(path % 'small', 'rb') as f:
-        assert f.read() == b'small'
-
-
 def test_cache_count_is_bounded_per_process(smbd):
     """With 'write cache max files = 2' the third file of one smbd process
     is written straight to disk."""
