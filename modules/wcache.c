@@ -454,12 +454,13 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 
 /*
  * The remains of a failed flush go first: the op waits for a retry, and
- * fails with its error when the flush it waited for failed.
+ * fails with its error when the flush it waited for failed.  When that
+ * one worked but another window is still failed, it waits again.
  */
 static bool step_retry(struct iotune_wcache *c, struct iotune_wc_op *op,
 		       struct iotune_wc_action *act)
 {
-	if (op->waited) {
+	if (op->waited && c->last_failed) {
 		if (op->kind == IOTUNE_WC_OP_WRITE) {
 			WC_COUNT(c, writes_failed, 1);
 		}

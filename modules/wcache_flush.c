@@ -166,9 +166,18 @@ bool iotune_wc_begin_flush(struct iotune_wcache *c,
 		return false;	/* the next call starts it */
 	}
 	for (s = 0; s < c->p.flushes; s++) {
-		if (c->fl[s].failed) {
-			return start_slot(c, s, IOTUNE_FLUSH_RETRY, act);
+		if (!c->fl[s].failed) {
+			continue;
 		}
+		if (reason == IOTUNE_FLUSH_FULL) {
+			/*
+			 * A full window waits for the failed data: that is
+			 * retried when its time comes or a request asks,
+			 * never at once from the failure's own completion.
+			 */
+			return false;
+		}
+		return start_slot(c, s, IOTUNE_FLUSH_RETRY, act);
 	}
 	if (c->active.n_ext == 0 || iotune_wc_copies_in_flight(c)) {
 		/* nothing to write, or copies still land in the window */
@@ -258,6 +267,7 @@ static enum piece_result piece_failed(struct iotune_wcache *c, unsigned s,
 
 	note_error(c, err, now_ms, act);
 	f->retries = 0;
+	c->last_failed = true;
 	if (c->lost) {
 		uint64_t bytes = f->buf.ext[f->idx].len - f->pos;
 
@@ -300,6 +310,7 @@ static enum piece_result piece_result(struct iotune_wcache *c, unsigned s,
 		f->pos += got;
 		c->disk_size = MAX(c->disk_size, e->off + f->pos);
 		f->retries = 0;
+		c->last_failed = false;
 		return issue_piece(c, s, act) ? PIECE_MORE : PIECE_FLUSHED;
 	}
 	if (ret < 0 && (err == EINTR || err == EAGAIN) &&

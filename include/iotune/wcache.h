@@ -31,9 +31,12 @@
  *   reserve, e.g. fallocate with KEEP_SIZE): what was acknowledged fits.
  * - A flush that fails keeps its data and is retried with a backoff.
  *   While it is not written, every write or barrier first retries it and
- *   fails with the error when that retry fails, so a failing disk fails
- *   requests like a share without the cache, and nothing spins.  A close
- *   (iotune_wc_flush_sync()) fails when the data cannot be written.
+ *   fails with the error when that retry fails (with several failed
+ *   windows, it retries them one by one), so a failing disk fails
+ *   requests like a share without the cache.  Nothing spins: a full
+ *   window never retries failed data from the failure's completion.
+ *   A close (iotune_wc_flush_sync()) fails when the data cannot be
+ *   written.
  * - Once the right to cache is lost (iotune_wc_lose_right()), nothing
  *   is absorbed; data that fails to be written then is dropped (another
  *   opener may have written newer data), and the error is kept for the
@@ -205,6 +208,7 @@ struct iotune_wcache {
 	uint8_t *spare[IOTUNE_WC_MAX_FLUSHES];	/* free buffers, for reuse */
 	uint64_t dirty_since_ms;	/* 0: active is clean */
 	uint64_t retry_at_ms;		/* failed flushes are tried again */
+	bool last_failed;		/* the last flush piece done failed */
 	uint64_t backoff_ms;
 	int error;			/* dropped data not yet reported */
 	int last_err;			/* the last flush error */

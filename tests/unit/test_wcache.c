@@ -482,6 +482,14 @@ static void assert_reads_model(struct fixture *f, uint64_t off, size_t n)
 	free(buf);
 }
 
+/* Fills the window at base with two writes of half its size */
+static void fill_window(struct fixture *f, uint64_t base, unsigned seed)
+{
+	assert_done(write_at(f, base, CAP / 2, 2 * seed), CAP / 2);
+	assert_done(write_at(f, base + CAP / 2, CAP / 2, 2 * seed + 1),
+		    CAP / 2);
+}
+
 static void test_sequential_writes_coalesce_into_one_flush(void **state)
 {
 	struct fixture *f = *state;
@@ -691,6 +699,33 @@ static void test_failing_disk_fails_writes_without_spinning(void **state)
 }
 
 /* A retry that works: the write waiting for it goes on, no error */
+/*
+ * A flush fails while the next window is full: the full window does not
+ * retry the failed data at once (that would spin while the disk keeps
+ * failing); the write that waited fails, and the retry comes at its time.
+ */
+static void test_failure_with_full_window_waits_for_its_retry(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	fill_window(f, 0, 1);			/* goes to disk */
+	fill_window(f, CAP, 2);			/* full, behind it */
+	w = write_at(f, 2 * CAP, 100, 3);	/* waits */
+	assert_false(w->done);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 1;
+	do_piece(f);
+	assert_int_equal(f->piece, 0);		/* no retry at once */
+	assert_failed(w, EIO);
+	assert_true(f->tick > f->now);
+	tick_at(f, f->tick);
+	assert_int_equal(f->piece, 1);		/* the retry, at its time */
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+}
+
 static void test_retry_that_works_reports_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -1133,14 +1168,6 @@ static void test_flush_size_buckets(void **state)
  * for each flush; when all slots are busy, writes wait in order; pieces
  * complete in any order and the file ends up right.
  */
-/* Fills the window at base with two writes of half its size */
-static void fill_window(struct fixture *f, uint64_t base, unsigned seed)
-{
-	assert_done(write_at(f, base, CAP / 2, 2 * seed), CAP / 2);
-	assert_done(write_at(f, base + CAP / 2, CAP / 2, 2 * seed + 1),
-		    CAP / 2);
-}
-
 static void test_windows_flush_in_parallel(void **state)
 {
 	struct fixture *f = *state;
@@ -1228,6 +1255,36 @@ static void test_one_failed_window_among_several(void **state)
 	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
 	assert_disk_is_model(f);
 	assert_int_equal(f->stats.bytes_dropped, 0);
+}
+
+/*
+ * Two windows fail; the disk recovers.  A write retries them one by one
+ * and succeeds: it fails only when a retry it waited for fails.
+ */
+static void test_write_waits_for_each_failed_window(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	fill_window(f, 0, 1);
+	fill_window(f, CAP, 2);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 2;
+	do_piece(f);
+	do_piece(f);
+	assert_true(iotune_wc_failed(&f->c));
+	w = write_at(f, 2 * CAP, 100, 3);	/* retries the first */
+	assert_int_equal(f->piece, 1);
+	do_piece(f);				/* works: the second next */
+	assert_false(w->done);
+	assert_int_equal(f->piece, 1);
+	do_piece(f);
+	assert_done(w, 100);
+	assert_int_equal(f->stats.writes_failed, 0);
+	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_RETRY], 2);
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
 }
 
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
@@ -1354,6 +1411,7 @@ int main(void)
 		T(test_barrier_waits_for_older_data),
 		T(test_failing_disk_fails_writes_without_spinning),
 		T(test_retry_that_works_reports_nothing),
+		T(test_failure_with_full_window_waits_for_its_retry),
 		T(test_never_acknowledges_more_than_fits),
 		T(test_reservation_per_window),
 		T(test_sparse_file_reserves_inside),
@@ -1383,6 +1441,7 @@ int main(void)
 		T(test_windows_flush_in_parallel),
 		T(test_overlapping_window_waits_for_older_flush),
 		T(test_one_failed_window_among_several),
+		T(test_write_waits_for_each_failed_window),
 		T(test_flush_slots_and_alignment),
 #undef T
 	};
