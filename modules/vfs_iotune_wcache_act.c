@@ -322,9 +322,6 @@ void iotune_cache_apply(struct iotune_cache *cache,
 	struct iotune_wc_op *op = NULL;
 
 	iotune_cache_log(cache, act);
-	if (act->flush_io) {
-		iotune_cache_issue(cache, act);
-	}
 	while ((op = iotune_wc_next_to_disk(&cache->wc)) != NULL) {
 		iotune_pwrite_dispatch(op);
 	}
@@ -335,6 +332,14 @@ void iotune_cache_apply(struct iotune_cache *cache,
 		iotune_cache_wake(cache);
 	}
 	iotune_cache_arm_tick(cache, act->tick_ms);
+	/*
+	 * Last: a piece that cannot be issued fails at once, and the
+	 * action that failure asks for (a retry tick) must not be undone by
+	 * this one's.
+	 */
+	if (act->flush_io) {
+		iotune_cache_issue(cache, act);
+	}
 }
 
 void iotune_cache_submit(struct iotune_cache *cache, struct iotune_wc_op *op)
