@@ -331,7 +331,8 @@ void iotune_cache_apply(struct iotune_cache *cache,
 	if (act->done) {
 		iotune_cache_wake(cache);
 	}
-	iotune_cache_arm_tick(cache, act->tick_ms);
+	/* not act->tick_ms: a failed dispatch or copy above ran the core */
+	iotune_cache_arm_tick(cache, iotune_wc_tick_due(&cache->wc));
 	/*
 	 * Last: a piece that cannot be issued fails at once, and the
 	 * action that failure asks for (a retry tick) must not be undone by

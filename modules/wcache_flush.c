@@ -146,6 +146,10 @@ static bool start_slot(struct iotune_wcache *c, unsigned s,
 	f->failed = false;
 	f->reason = reason;
 	f->retries = 0;
+	if (reason == IOTUNE_FLUSH_RETRY) {
+		/* what waits from now on waits for this retry */
+		c->last_failed = false;
+	}
 	WC_COUNT(c, flushes[reason], 1);
 	return issue_piece(c, s, act);
 }
@@ -320,6 +324,11 @@ static enum piece_result piece_result(struct iotune_wcache *c, unsigned s,
 	}
 	return piece_failed(c, s, ret == 0 || err == 0 ? EIO : err, now_ms,
 			    act);
+}
+
+uint64_t iotune_wc_tick_due(const struct iotune_wcache *c)
+{
+	return iotune_wc_next_tick(c);
 }
 
 uint64_t iotune_wc_next_tick(const struct iotune_wcache *c)

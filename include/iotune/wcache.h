@@ -371,6 +371,13 @@ bool iotune_wc_flush_in_flight(const struct iotune_wcache *c);
 /* A flush failed and its data waits for a retry */
 bool iotune_wc_failed(const struct iotune_wcache *c);
 
+/*
+ * When iotune_wc_tick() is due now (0: not needed), for a caller whose
+ * own actions ran others in between: an action's tick_ms is what was due
+ * when that action was made.
+ */
+uint64_t iotune_wc_tick_due(const struct iotune_wcache *c);
+
 /* Nothing dirty, queued, to take, in flight or unreported: can go. */
 bool iotune_wc_idle(const struct iotune_wcache *c);
 

@@ -1287,6 +1287,33 @@ static void test_write_waits_for_each_failed_window(void **state)
 	assert_disk_is_model(f);
 }
 
+/*
+ * The same, with another write and a tick while the first retry is in
+ * flight: the waiting write does not fail on the older failure.
+ */
+static void test_waiting_write_ignores_older_failures(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w1 = NULL;
+	struct w *w2 = NULL;
+
+	fill_window(f, 0, 1);
+	fill_window(f, CAP, 2);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 2;
+	do_piece(f);
+	do_piece(f);
+	w1 = write_at(f, 2 * CAP, 100, 3);	/* retries the first */
+	w2 = write_at(f, 2 * CAP + 100, 100, 4);
+	tick_at(f, f->now + 1);
+	settle(f);
+	assert_done(w1, 100);
+	assert_done(w2, 100);
+	assert_int_equal(f->stats.writes_failed, 0);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_disk_is_model(f);
+}
+
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
 static void test_flush_slots_and_alignment(void **state)
 {
@@ -1442,6 +1469,7 @@ int main(void)
 		T(test_overlapping_window_waits_for_older_flush),
 		T(test_one_failed_window_among_several),
 		T(test_write_waits_for_each_failed_window),
+		T(test_waiting_write_ignores_older_failures),
 		T(test_flush_slots_and_alignment),
 #undef T
 	};
