@@ -332,7 +332,7 @@ void iotune_cache_apply(struct iotune_cache *cache,
 		iotune_cache_wake(cache);
 	}
 	/* not act->tick_ms: a failed dispatch or copy above ran the core */
-	iotune_cache_arm_tick(cache, iotune_wc_tick_due(&cache->wc));
+	iotune_cache_arm_tick(cache, iotune_wc_next_tick(&cache->wc));
 	/*
 	 * Last: a piece that cannot be issued fails at once, and the
 	 * action that failure asks for (a retry tick) must not be undone by

@@ -326,11 +326,6 @@ static enum piece_result piece_result(struct iotune_wcache *c, unsigned s,
 			    act);
 }
 
-uint64_t iotune_wc_tick_due(const struct iotune_wcache *c)
-{
-	return iotune_wc_next_tick(c);
-}
-
 uint64_t iotune_wc_next_tick(const struct iotune_wcache *c)
 {
 	if (iotune_wc_flush_in_flight(c)) {

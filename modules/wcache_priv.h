@@ -80,6 +80,5 @@ uint64_t iotune_wc_drop_flushes(struct iotune_wcache *c, bool failed_only);
 uint64_t iotune_wc_drop_active(struct iotune_wcache *c);
 void iotune_wc_flush_if_due(struct iotune_wcache *c, uint64_t now_ms,
 			    struct iotune_wc_action *act);
-uint64_t iotune_wc_next_tick(const struct iotune_wcache *c);
 
 #endif /* IOTUNE_WCACHE_PRIV_H */

@@ -376,7 +376,7 @@ bool iotune_wc_failed(const struct iotune_wcache *c);
  * own actions ran others in between: an action's tick_ms is what was due
  * when that action was made.
  */
-uint64_t iotune_wc_tick_due(const struct iotune_wcache *c);
+uint64_t iotune_wc_next_tick(const struct iotune_wcache *c);
 
 /* Nothing dirty, queued, to take, in flight or unreported: can go. */
 bool iotune_wc_idle(const struct iotune_wcache *c);
