@@ -459,6 +459,13 @@ static void assert_disk_is_model(struct fixture *f)
 	assert_memory_equal(f->disk.data, f->model, f->model_size);
 }
 
+/* a close writes everything, and the file is the model */
+#define assert_closes_to_model(f)					\
+	do {								\
+		assert_int_equal(flush_sync((f), IOTUNE_FLUSH_CLOSE), 0); \
+		assert_disk_is_model(f);				\
+	} while (0)
+
 static void assert_reads_model(struct fixture *f, uint64_t off, size_t n)
 {
 	uint8_t *buf = malloc(n);
@@ -551,8 +558,7 @@ static void test_writes_wait_behind_a_flush_in_order(void **state)
 	do_piece(f);
 	assert_done(a, 4 * KIB);
 	settle(f);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 static void test_window_sized_writes_pass_straight_through(void **state)
@@ -606,8 +612,7 @@ static void test_small_write_waits_for_overlapping_disk_write(void **state)
 	assert_false(small->done);	/* it must land after the big one */
 	do_disk(f, big);
 	assert_done(small, 10);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 static void test_barrier_waits_for_older_data(void **state)
@@ -685,8 +690,7 @@ static void test_failing_disk_fails_writes_without_spinning(void **state)
 	assert_false(iotune_wc_is_dirty(&f->c));
 	w = write_at(f, CAP, 4 * KIB, 7);
 	assert_done(w, 4 * KIB);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 	/* nothing was dropped, so there is nothing to report */
 	assert_int_equal(iotune_wc_take_error(&f->c), 0);
 	/* a line says how many failures were not logged */
@@ -722,8 +726,7 @@ static void test_failure_with_full_window_waits_for_its_retry(void **state)
 	tick_at(f, f->tick);
 	assert_int_equal(f->piece, 1);		/* the retry, at its time */
 	settle(f);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 static void test_retry_that_works_reports_nothing(void **state)
@@ -821,8 +824,7 @@ static void test_file_system_that_cannot_reserve(void **state)
 	assert_true(w->on_disk);	/* for good */
 	assert_int_equal(f->disk.reserves, 2);
 	settle(f);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 /*
@@ -943,8 +945,7 @@ static void test_too_many_extents_is_noncontiguous(void **state)
 	write_at(f, IOTUNE_WC_MAX_EXTENTS * 2 * 100, 100, 99);
 	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_NONCONTIG], 1);
 	settle(f);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 static void test_end_drops_fails_queued_and_releases(void **state)
@@ -1053,14 +1054,12 @@ static void test_large_writes_are_copied_by_the_caller(void **state)
 	settle(f);
 	assert_done(far, 100);
 	assert_reads_model(f, 0, 64 * KIB);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 	/* an op being copied cannot leave; a queued one can */
 	big = write_at(f, 6 * CAP, 16 * KIB, 5);
 	assert_false(iotune_wc_cancel(&f->c, &big->op));
 	do_copy(f, big);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 	/* nothing else in flight: the core copies it at once */
 	f->busy = false;
 	assert_done(write_at(f, 7 * CAP, 32 * KIB, 6), 32 * KIB);
@@ -1117,8 +1116,7 @@ static void test_read_overlays_disk_and_zero_fills_holes(void **state)
 	assert_reads_model(f, 9 * KIB, 5 * KIB);	/* disk, then hole */
 	assert_reads_model(f, 20 * KIB, 11 * KIB);	/* hole, then dirty */
 	assert_true(f->stats.read_hits_overlay >= 2);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 static void test_snapshot_survives_flush_during_read(void **state)
@@ -1200,8 +1198,7 @@ static void test_windows_flush_in_parallel(void **state)
 	assert_int_equal(f->piece, 1);		/* the fourth window */
 	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), EBUSY);
 	settle(f);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 	assert_int_equal(f->stats.flush_writes, 5);
 }
 
@@ -1222,8 +1219,7 @@ static void test_overlapping_window_waits_for_older_flush(void **state)
 	do_piece(f);
 	assert_int_equal(f->piece, 1);		/* now it goes */
 	settle(f);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 /*
@@ -1252,9 +1248,19 @@ static void test_one_failed_window_among_several(void **state)
 	assert_false(iotune_wc_failed(&f->c));
 	settle(f);
 	assert_done(w, 100);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 	assert_int_equal(f->stats.bytes_dropped, 0);
+}
+
+/* Two windows go to disk, and both fail with EIO; the disk recovers. */
+static void fail_two_windows(struct fixture *f)
+{
+	fill_window(f, 0, 1);
+	fill_window(f, CAP, 2);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 2;
+	do_piece(f);
+	do_piece(f);
 }
 
 /*
@@ -1266,12 +1272,7 @@ static void test_write_waits_for_each_failed_window(void **state)
 	struct fixture *f = *state;
 	struct w *w = NULL;
 
-	fill_window(f, 0, 1);
-	fill_window(f, CAP, 2);
-	f->disk.fail_errno = EIO;
-	f->disk.fail_count = 2;
-	do_piece(f);
-	do_piece(f);
+	fail_two_windows(f);
 	assert_true(iotune_wc_failed(&f->c));
 	w = write_at(f, 2 * CAP, 100, 3);	/* retries the first */
 	assert_int_equal(f->piece, 1);
@@ -1283,8 +1284,7 @@ static void test_write_waits_for_each_failed_window(void **state)
 	assert_int_equal(f->stats.writes_failed, 0);
 	assert_int_equal(f->stats.flushes[IOTUNE_FLUSH_RETRY], 2);
 	settle(f);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 /*
@@ -1297,12 +1297,7 @@ static void test_waiting_write_ignores_older_failures(void **state)
 	struct w *w1 = NULL;
 	struct w *w2 = NULL;
 
-	fill_window(f, 0, 1);
-	fill_window(f, CAP, 2);
-	f->disk.fail_errno = EIO;
-	f->disk.fail_count = 2;
-	do_piece(f);
-	do_piece(f);
+	fail_two_windows(f);
 	w1 = write_at(f, 2 * CAP, 100, 3);	/* retries the first */
 	w2 = write_at(f, 2 * CAP + 100, 100, 4);
 	tick_at(f, f->now + 1);
@@ -1310,8 +1305,7 @@ static void test_waiting_write_ignores_older_failures(void **state)
 	assert_done(w1, 100);
 	assert_done(w2, 100);
 	assert_int_equal(f->stats.writes_failed, 0);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_disk_is_model(f);
+	assert_closes_to_model(f);
 }
 
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
