@@ -452,10 +452,31 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 	return true;
 }
 
+/* A retry of failed data is being written */
+static bool retrying(const struct iotune_wcache *c)
+{
+	const struct iotune_wc_flush *f = NULL;
+
+	WC_FOR_EACH_FLUSH(c, f) {
+		if (f->in_flight && f->reason == IOTUNE_FLUSH_RETRY) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The op must hear how a retry ends first: one is due, or it waits */
+static bool must_retry(const struct iotune_wcache *c,
+		       const struct iotune_wc_op *op)
+{
+	return iotune_wc_failed(c) || (op->waited && retrying(c));
+}
+
 /*
- * The remains of a failed flush go first: the op waits for a retry, and
- * fails with its error when the flush it waited for failed.  When that
- * one worked but another window is still failed, it waits again.
+ * The remains of a failed flush go first: the op waits for a retry (one
+ * at a time), and fails with its error when the flush it waited for
+ * failed; it is never acknowledged while that retry is in flight.  When
+ * that one worked but another window is still failed, it waits again.
  */
 static bool step_retry(struct iotune_wcache *c, struct iotune_wc_op *op,
 		       struct iotune_wc_action *act)
@@ -467,7 +488,9 @@ static bool step_retry(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op_complete(c, op, -1, c->last_err, act);
 		return true;
 	}
-	iotune_wc_begin_flush(c, IOTUNE_FLUSH_RETRY, act);
+	if (!retrying(c)) {
+		iotune_wc_begin_flush(c, IOTUNE_FLUSH_RETRY, act);
+	}
 	return false;
 }
 
@@ -482,7 +505,7 @@ static bool step_write(struct iotune_wcache *c, struct iotune_wc_op *op,
 	if (!op->may_cache) {
 		c->lost = true;
 	}
-	if (iotune_wc_failed(c)) {
+	if (must_retry(c, op)) {
 		return step_retry(c, op, act);
 	}
 	if (op->n == 0) {
@@ -505,7 +528,7 @@ static bool step_barrier(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op_complete(c, op, -1, iotune_wc_take_error(c), act);
 		return true;
 	}
-	if (iotune_wc_failed(c)) {
+	if (must_retry(c, op)) {
 		return step_retry(c, op, act);
 	}
 	if (iotune_wc_is_dirty(c)) {

@@ -424,6 +424,15 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 		}
 	}
 	act->flush_io = false;
+	if (iotune_wc_failed(c)) {
+		/*
+		 * Nothing starts now: a queued write would retry at once,
+		 * and the caller (a close) may end the cache next.  The
+		 * queue runs at the retry's time or when a disk write lands.
+		 */
+		act->tick_ms = iotune_wc_next_tick(c);
+		return c->last_err;
+	}
 	iotune_wc_run(c, now_ms, act);
 	return c->last_err;
 }

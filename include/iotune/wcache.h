@@ -32,7 +32,8 @@
  * - A flush that fails keeps its data and is retried with a backoff.
  *   While it is not written, every write or barrier first retries it and
  *   fails with the error when that retry fails (with several failed
- *   windows, it retries them one by one), so a failing disk fails
+ *   windows, it retries them one by one; it is never acknowledged while
+ *   a retry it waits for is in flight), so a failing disk fails
  *   requests like a share without the cache.  Nothing spins: a full
  *   window never retries failed data from the failure's completion.
  *   A close (iotune_wc_flush_sync()) fails when the data cannot be
@@ -338,7 +339,8 @@ void iotune_wc_lose_right(struct iotune_wcache *c,
 /*
  * Writes everything dirty through io->pwrite before returning, for
  * synchronous callers; no flush may be in flight.  Returns 0 or the
- * errno of a failure in this call.
+ * errno of a failure in this call.  After a failure nothing is in flight
+ * and act asks for no piece: the caller may end the cache.
  */
 int iotune_wc_flush_sync(struct iotune_wcache *c,
 			 enum iotune_flush_reason reason,

@@ -702,7 +702,35 @@ static void test_failing_disk_fails_writes_without_spinning(void **state)
 	assert_int_equal(f->log_repeats, 21);
 }
 
-/* A retry that works: the write waiting for it goes on, no error */
+/*
+ * A synchronous flush fails while a write waits for a write on its way
+ * to disk: it returns with no piece in flight (a close ends the cache
+ * next), and the waiting write retries when the disk write lands.
+ */
+static void test_failed_sync_flush_leaves_nothing_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct w *big = NULL;
+	struct w *small = NULL;
+
+	write_at(f, 0, 100, 1);
+	big = write_at(f, 2 * CAP, CAP, 2);
+	assert_true(big->on_disk);
+	small = write_at(f, 2 * CAP + 10, 10, 3);
+	assert_false(small->done);		/* behind the big one */
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 1;
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), EIO);
+	assert_int_equal(f->piece, 0);
+	assert_false(iotune_wc_flush_in_flight(&f->c));
+	assert_true(f->tick > f->now);		/* the retry's time */
+	do_disk(f, big);
+	assert_int_equal(f->piece, 1);		/* the small write retries */
+	settle(f);
+	assert_done(small, 10);
+	assert_closes_to_model(f);
+}
+
 /*
  * A flush fails while the next window is full: the full window does not
  * retry the failed data at once (that would spin while the disk keeps
@@ -729,6 +757,7 @@ static void test_failure_with_full_window_waits_for_its_retry(void **state)
 	assert_closes_to_model(f);
 }
 
+/* A retry that works: the write waiting for it goes on, no error */
 static void test_retry_that_works_reports_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -1308,6 +1337,37 @@ static void test_waiting_write_ignores_older_failures(void **state)
 	assert_closes_to_model(f);
 }
 
+/*
+ * A write that started a retry is not acknowledged while that retry is
+ * in flight, even when another write runs the queue; when the retry
+ * fails, the write fails, and the next one retries again.
+ */
+static void test_write_waits_for_the_result_of_its_retry(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w1 = NULL;
+	struct w *w2 = NULL;
+
+	fill_window(f, 0, 1);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 2;
+	do_piece(f);				/* fails */
+	w1 = write_at(f, CAP, 100, 2);		/* retries it */
+	assert_int_equal(f->piece, 1);
+	w2 = write_at(f, CAP + 100, 100, 3);
+	assert_false(w1->done);
+	assert_false(w2->done);
+	do_piece(f);				/* the retry fails */
+	assert_failed(w1, EIO);
+	assert_false(w2->done);			/* it retries again */
+	assert_int_equal(f->piece, 1);
+	do_piece(f);
+	assert_done(w2, 100);
+	assert_int_equal(f->stats.writes_failed, 1);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
 static void test_flush_slots_and_alignment(void **state)
 {
@@ -1431,6 +1491,7 @@ int main(void)
 		T(test_small_write_waits_for_overlapping_disk_write),
 		T(test_barrier_waits_for_older_data),
 		T(test_failing_disk_fails_writes_without_spinning),
+		T(test_failed_sync_flush_leaves_nothing_in_flight),
 		T(test_retry_that_works_reports_nothing),
 		T(test_failure_with_full_window_waits_for_its_retry),
 		T(test_never_acknowledges_more_than_fits),
@@ -1464,6 +1525,7 @@ int main(void)
 		T(test_one_failed_window_among_several),
 		T(test_write_waits_for_each_failed_window),
 		T(test_waiting_write_ignores_older_failures),
+		T(test_write_waits_for_the_result_of_its_retry),
 		T(test_flush_slots_and_alignment),
 #undef T
 	};
