@@ -188,6 +188,26 @@ def write_section(wm, charts, md):
         md.append('')
 
 
+def instructions_section(insn, md):
+    md += ['### Instructions per MiB written (callgrind)', '',
+           'User-space instructions of the smbd process of one connection, '
+           'all threads, counted by valgrind\'s callgrind '
+           '(bench/instructions.py; perf\'s hardware counters are not '
+           'available here): the difference between a connection that '
+           'writes %d MiB and one that writes %d MiB, per MiB, median of '
+           'rounds.  The kernel\'s share (system calls, page cache) is '
+           'not counted; the CPU time above includes it.' %
+           (insn['large_mib'], insn['small_mib']), '',
+           '| share | writes | iotune | without | ratio |',
+           '|---|---|---|---|---|']
+    for r in insn['cells']:
+        md.append('| %s | %s x%d | %.0f | %.0f | %.2f |' %
+                  (r['backend'], size_name(r['block']), r['depth'],
+                   r['iotune_insn_per_mib'], r['base_insn_per_mib'],
+                   r['ratio']))
+    md.append('')
+
+
 def readahead_section(ra, charts, md):
     readahead_chart(ra, os.path.join(charts, 'readahead.png'))
     dropbehind_chart(ra, os.path.join(charts, 'dropbehind.png'))
@@ -228,6 +248,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('--write-matrix',
                     default=os.path.join(REPO, 'build', 'write_matrix.json'))
+    ap.add_argument('--instructions',
+                    default=os.path.join(REPO, 'build', 'instructions.json'))
     ap.add_argument('--readahead',
                     default=os.path.join(REPO, 'build', 'readahead.json'))
     ap.add_argument('--command', default='bench/run.sh')
@@ -246,6 +268,8 @@ def main():
     md += ['', 'These are one 2-core virtual machine\'s figures, not '
            'promises: rerun the command on your hardware.', '']
     write_section(wm, charts, md)
+    if os.path.exists(args.instructions):
+        instructions_section(json.load(open(args.instructions)), md)
     readahead_section(ra, charts, md)
     with open(args.out, 'w') as f:
         f.write('\n'.join(md) + '\n')

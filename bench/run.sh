@@ -1,10 +1,11 @@
 #!/bin/sh
 # Runs the benchmarks that feed the report and writes docs/benchmarks.md
 # with its charts (docs/benchmarks/*.png): the write matrix on a page-cache
-# share, an O_DIRECT share and GlusterFS (vfs_glusterfs and FUSE), and the
-# read-ahead modes, drop-behind and random readers.  As root, on a machine
+# share, an O_DIRECT share and GlusterFS (vfs_glusterfs and FUSE), the
+# instructions smbd runs per MiB written (callgrind), and the read-ahead
+# modes, drop-behind and random readers.  As root, on a machine
 # prepared by scripts/install-deps.sh (it is run first).  Not a test: it
-# takes about 15 minutes on a 2-core VM (--quick: fewer rounds and bytes).
+# takes about 20 minutes on a 2-core VM (--quick: fewer rounds and bytes).
 #
 #   bench/run.sh [--quick]
 #
@@ -15,10 +16,12 @@ cd "$(dirname "$0")/.."
 rounds=5
 scale=0.5
 ra_args=""
+insn_rounds=3
 command="bench/run.sh"
 if [ "${1:-}" = "--quick" ]; then
 	rounds=3
 	scale=0.2
+	insn_rounds=1
 	ra_args="--readers 8 --file-mib 32 --stream-mib 256 --memory-limit-mib 64"
 	command="bench/run.sh --quick"
 fi
@@ -30,9 +33,12 @@ mkdir -p "$out"
 /usr/bin/python3 bench/write_matrix.py --rounds "$rounds" --scale "$scale" \
 	--backends pagecache,control,odirect --gluster \
 	--json "$out/write_matrix.json"
+/usr/bin/python3 bench/instructions.py --rounds "$insn_rounds" \
+	--json "$out/instructions.json"
 # shellcheck disable=SC2086
 /usr/bin/python3 bench/readahead.py --rounds "$rounds" $ra_args \
 	--json "$out/readahead.json"
 /usr/bin/python3 bench/report.py --command "$command" \
 	--write-matrix "$out/write_matrix.json" \
+	--instructions "$out/instructions.json" \
 	--readahead "$out/readahead.json"

@@ -21,8 +21,8 @@
 # writes and to what smbd's request path allows), and the CPU time smbd
 # spends per MiB written, in all and in its main thread (perf's hardware
 # counters are not available in these VMs: `perf stat -e instructions`
-# says "not supported"; CPU time is read from /proc).  All figures go to
-# --json.
+# says "not supported"; CPU time is read from /proc; bench/instructions.py
+# counts instructions with callgrind).  All figures go to --json.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 

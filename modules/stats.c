@@ -227,17 +227,25 @@ size_t iotune_stats_format(const struct iotune_stats *s,
 	return used;
 }
 
+/*
+ * The field called name; *next is where the search starts (the field
+ * after the last one found), so that text in the order of
+ * iotune_stats_format() is parsed in one pass.
+ */
 static bool field_by_name(struct iotune_stats *s, const char *name,
-			  size_t len, uint64_t **field)
+			  size_t len, size_t *next, uint64_t **field)
 {
+	size_t count = iotune_stats_count();
 	char buf[64];
-	size_t i;
+	size_t j;
 
-	for (i = 0; i < iotune_stats_count(); i++) {
+	for (j = 0; j < count; j++) {
+		size_t i = (*next + j) % count;
 		const char *n = iotune_stats_name(i, buf, sizeof(buf));
 
 		if (strlen(n) == len && memcmp(n, name, len) == 0) {
 			*field = iotune_stats_field(s, i);
+			*next = i + 1;
 			return true;
 		}
 	}
@@ -250,6 +258,7 @@ int iotune_stats_parse(const char *text,
 {
 	const char *p = text;
 	const char *end = text + len;
+	size_t next = 0;
 
 	memset(s, 0, sizeof(*s));
 	while (p < end) {
@@ -273,7 +282,7 @@ int iotune_stats_parse(const char *text,
 			}
 			value = value * 10 + (uint64_t)(*q - '0');
 		}
-		if (field_by_name(s, p, (size_t)(sp - p), &field)) {
+		if (field_by_name(s, p, (size_t)(sp - p), &next, &field)) {
 			*field = value;
 		}
 		p = eol + 1;

@@ -137,8 +137,10 @@ class Smbd:
     given)."""
 
     def __init__(self, workdir, shares, global_params=None, address=None,
-                 log_level='1 vfs:3'):
+                 log_level='1 vfs:3', wrapper=None):
+        """wrapper: a command smbd runs under (valgrind, for example)"""
         self.workdir = os.path.abspath(workdir)
+        self.wrapper = list(wrapper or [])
         self.address = address or pick_address()
         self.shares = shares
         self.global_params = dict(global_params or {})
@@ -207,7 +209,7 @@ class Smbd:
         self.write_conf()
         self.add_user()
         self.proc = subprocess.Popen(
-            ['smbd', '--foreground', '--no-process-group',
+            self.wrapper + ['smbd', '--foreground', '--no-process-group',
              '--configfile=%s' % self.conf],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(self.workdir, 'smbd.stderr'), 'w'),

@@ -108,6 +108,43 @@ static void test_format_parse_roundtrip(void **state)
 	free(buf);
 }
 
+/* Lines in any order parse to the same counters (reversed here) */
+static void test_parse_in_any_order(void **state)
+{
+	struct iotune_stats a;
+	struct iotune_stats b;
+	size_t need;
+	char *buf = NULL;
+	char *rev = NULL;
+	size_t used = 0;
+	size_t end;
+
+	(void)state;
+	fill_random(&a, 4);
+	need = iotune_stats_format(&a, NULL, 0);
+	buf = malloc(need + 1);
+	rev = malloc(need + 1);
+	assert_non_null(buf);
+	assert_non_null(rev);
+	iotune_stats_format(&a, buf, need + 1);
+	for (end = need; end > 0;) {
+		size_t start = end - 1;
+
+		while (start > 0 && buf[start - 1] != '\n') {
+			start--;
+		}
+		memcpy(rev + used, buf + start, end - start);
+		used += end - start;
+		end = start;
+	}
+	assert_int_equal(used, need);
+	assert_memory_not_equal(rev, buf, need);
+	assert_int_equal(iotune_stats_parse(rev, need, &b), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	free(buf);
+	free(rev);
+}
+
 static void test_format_truncates_safely(void **state)
 {
 	struct iotune_stats a = { 0 };
@@ -166,6 +203,7 @@ int main(void)
 		cmocka_unit_test(test_latency_buckets),
 		cmocka_unit_test(test_table_covers_every_counter_once),
 		cmocka_unit_test(test_format_parse_roundtrip),
+		cmocka_unit_test(test_parse_in_any_order),
 		cmocka_unit_test(test_format_truncates_safely),
 		cmocka_unit_test(test_parse_rejects_bad_text_and_skips_unknown),
 		cmocka_unit_test(test_merge_adds_every_counter),

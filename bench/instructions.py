@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+# Instructions smbd executes per MiB written, iotune (defaults) next to
+# the same share without it, counted by valgrind's callgrind (issue #11's
+# "CPU per byte").  perf's hardware counters are "not supported" in these
+# VMs; callgrind counts every instruction smbd runs in user space, in
+# all its threads (the thread pool's copies included), and gives the
+# same count for the same work whatever else the machine is doing.  The
+# kernel's side (system calls, page cache, the disk) is not counted:
+# bench/write_matrix.py reports CPU time per MiB, kernel included.
+#
+# smbd runs under callgrind; every connection is a process of its own
+# and writes its counts when it exits.  Per cell, one connection writes
+# --small-mib and another --large-mib in the same requests (one client,
+# batch oplock, depth requests in flight, then SMB2 FLUSH): the
+# difference over the difference in bytes leaves out what a connection
+# costs anyway (session setup, tree connect, the counters' store).  A
+# warm-up connection per share comes first, so that both sides find the
+# same store.  Median of --rounds.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'tests', 'integration'))
+
+import harness  # noqa: E402
+from benchlib import KIB, MIB, size_name  # noqa: E402
+from write_matrix import LOCAL_SHARES, PAIRS  # noqa: E402
+
+CELLS = [(4 * KIB, 16), (64 * KIB, 4), (64 * KIB, 8), (MIB, 8)]
+
+
+def totals(path, timeout=120):
+    """the instruction count of a callgrind output file, once written"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith('totals:'):
+                        return int(line.split()[1])
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError('no callgrind totals in %s' % path)
+
+
+class Counter:
+    def __init__(self, smbd, outdir):
+        self.smbd = smbd
+        self.outdir = outdir
+
+    def connection(self, share, total, block, depth):
+        """instructions of one connection that writes total bytes"""
+        before = set(self.smbd.child_pids())
+        c = harness.ScriptClient(self.smbd, share)
+        new = set(self.smbd.child_pids()) - before
+        assert len(new) == 1, new
+        pid = new.pop()
+        c.open('insn.bin', 'batch')
+        c.truncate(0)
+        done, _ = c.pump('write', total, block, depth)
+        assert done == total, (done, total)
+        c.flush()
+        c.close()
+        c.quit()
+        return totals(os.path.join(self.outdir, 'callgrind.%d' % pid))
+
+    def per_mib(self, share, block, depth, small, large):
+        a = self.connection(share, small * MIB, block, depth)
+        b = self.connection(share, large * MIB, block, depth)
+        return (b - a) / (large - small)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--small-mib', type=int, default=8)
+    ap.add_argument('--large-mib', type=int, default=40)
+    ap.add_argument('--json', default=os.path.join(
+        harness.REPO, 'build', 'instructions.json'))
+    args = ap.parse_args()
+    if shutil.which('valgrind') is None:
+        sys.exit('valgrind is missing: run scripts/install-deps.sh')
+    harness.install_module()
+    workdir = harness.scratch_dir('bench-insn-')
+    outdir = os.path.join(workdir, 'callgrind')
+    os.makedirs(outdir)
+    shares = {name: LOCAL_SHARES[name] for kind in ('pagecache', 'odirect')
+              for name in PAIRS[kind]}
+    wrapper = ['valgrind', '--tool=callgrind', '--quiet',
+               '--callgrind-out-file=%s/callgrind.%%p' % outdir]
+    smbd = harness.Smbd(workdir, shares, log_level='0', wrapper=wrapper)
+    smbd.start(timeout=120)  # slow to start under valgrind
+    try:
+        rows = measure(args, Counter(smbd, outdir), shares)
+    finally:
+        smbd.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    with open(args.json, 'w') as f:
+        json.dump({'date': time.strftime('%Y-%m-%d'), 'cells': rows,
+                   'small_mib': args.small_mib,
+                   'large_mib': args.large_mib}, f, indent=1)
+    print('wrote %s' % args.json)
+    return 0
+
+
+def measure(args, counter, shares):
+    rows = []
+    for share in shares:
+        counter.connection(share, MIB, 64 * KIB, 1)
+    for block, depth in CELLS:
+        for kind in ('pagecache', 'odirect'):
+            tuned, base = PAIRS[kind]
+            got = {tuned: [], base: []}
+            for r in range(args.rounds):
+                order = (tuned, base) if r % 2 == 0 else (base, tuned)
+                for share in order:
+                    got[share].append(counter.per_mib(
+                        share, block, depth, args.small_mib,
+                        args.large_mib))
+            row = {'backend': kind, 'block': block, 'depth': depth,
+                   'iotune_insn_per_mib':
+                   round(statistics.median(got[tuned])),
+                   'base_insn_per_mib':
+                   round(statistics.median(got[base]))}
+            row['ratio'] = round(row['iotune_insn_per_mib'] /
+                                 row['base_insn_per_mib'], 3)
+            rows.append(row)
+            print('insn %-9s %4s x%-2d  iotune %10.0f  without %10.0f '
+                  'instructions/MiB  %.2fx' %
+                  (kind, size_name(block), depth,
+                   row['iotune_insn_per_mib'], row['base_insn_per_mib'],
+                   row['ratio']), flush=True)
+    return rows
+
+
+if __name__ == '__main__':
+    sys.exit(main())
