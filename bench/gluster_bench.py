@@ -35,7 +35,8 @@ def run(args, blocks, depths, matrix, pumper_class):
         }
         with harness.Smbd(os.path.join(workdir, 'smbd'), shares,
                           log_level='0') as smbd:
-            pumper = pumper_class(smbd)
+            pumper = pumper_class(smbd, dirs={'gl_plain': mnt,
+                                              'gl_iotune': mnt})
             cells += matrix(pumper, 'glusterfs', args.rounds, args.scale,
                             blocks, depths)
             for wb in ('on', 'off'):

@@ -13,8 +13,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-rounds=5
-scale=0.5
+rounds=7
+scale=1
 ra_args=""
 insn_rounds=3
 command="bench/run.sh"

@@ -17,6 +17,13 @@
 #               a FUSE mount of the volume, without iotune, with Gluster's
 #               write-behind on and off (the anchor)
 #
+# Both sides of a pair start on new connections (new smbd processes), and
+# every smbd runs with glibc's malloc thresholds fixed (MALLOC_ENV): with
+# the dynamic ones, a process's speed for large writes depended on what
+# it had done before by up to 20%, so that two identical shares measured
+# 0.80x and a pass-through cell 0.78x, with tight quartiles, in one run
+# and 1.00x in the next.  --glibc-malloc-defaults measures without.
+#
 # Also the O_DIRECT goals (64 KiB cached writes next to 1 MiB direct
 # writes and to what smbd's request path allows), and the CPU time smbd
 # spends per MiB written, in all and in its main thread (perf's hardware
@@ -63,6 +70,14 @@ PAIRS = {
 }
 
 
+# glibc's malloc thresholds, fixed for the smbd processes of the run (see
+# --glibc-malloc-defaults): by default they move with what a process has
+# allocated and freed before, and whether the buffers of large requests
+# are faulted in and zeroed again depends on that history.
+MALLOC_ENV = {'MALLOC_MMAP_THRESHOLD_': str(64 * MIB),
+              'MALLOC_TRIM_THRESHOLD_': str(256 * MIB)}
+
+
 def total_for(block, scale):
     """bytes per run: enough requests to measure, at most 256 MiB"""
     return int(min(256 * MIB, max(32 * MIB, block * 64)) * scale)
@@ -70,24 +85,47 @@ def total_for(block, scale):
 
 class Pumper:
     """One connection per share, kept open (a GlusterFS tree disconnect
-    blocks about 10 s in glfs_fini)."""
+    blocks about 10 s in glfs_fini).  dirs: where the files of a share
+    are on this host, for shares whose path is not (vfs_glusterfs)."""
 
-    def __init__(self, smbd):
+    def __init__(self, smbd, dirs=None):
         self.smbd = smbd
         self.clients = {}
-        self.serial = 0
+        self.dirs = dict(dirs or {})
+
+    def local_dir(self, share):
+        if share in self.dirs:
+            return self.dirs[share]
+        if 'glusterfs' in self.smbd.shares[share].get('vfs objects', ''):
+            return None
+        return self.smbd.share_path(share)
 
     def client(self, share):
         if share not in self.clients:
             self.clients[share] = harness.ScriptClient(self.smbd, share)
         return self.clients[share]
 
+    def fresh(self, *shares):
+        """New connections, so new smbd processes, for shares: both sides
+        of a pair start with the same history.  (How much a process has
+        allocated and freed before moves glibc's mmap and trim
+        thresholds: a fresh process faults in and zeroes the buffers of
+        large requests again, an older one reuses them.  Two identical
+        shares measured 0.80x when one process had run a matrix before.)"""
+        for share in shares:
+            c = self.clients.pop(share, None)
+            if c is not None:
+                c.quit()
+
     def run(self, share, total, block, depth):
         """MB/s of writing total bytes in block-sized requests, depth in
-        flight, until SMB2 FLUSH returns"""
+        flight, until SMB2 FLUSH returns.  Every run writes a new file,
+        which is deleted afterwards and the file systems synced: the
+        next run starts with no blocks left to free or write back, so
+        neither side of a pair pays for the other's file."""
         c = self.client(share)
-        self.serial += 1
-        c.open('bench-%s-%d.bin' % (share, self.serial % 2), 'batch')
+        name = 'bench-%s.bin' % share
+        c.open(name, 'batch')
         c.truncate(0)
         started = time.monotonic()
         done, _ = c.pump('write', total, block, depth)
@@ -95,6 +133,10 @@ class Pumper:
         elapsed = time.monotonic() - started
         c.close()
         assert done == total, (done, total)
+        where = self.local_dir(share)
+        if where is not None:
+            os.unlink(os.path.join(where, name))
+            os.sync()
         return total / elapsed / 1e6
 
     def quit(self):
@@ -125,6 +167,7 @@ def paired(rounds, run_a, run_b):
 def matrix(pumper, kind, rounds, scale, blocks, depths):
     tuned, base = PAIRS[kind]
     cells = []
+    pumper.fresh(tuned, base)
     for block in blocks:
         for depth in depths:
             total = total_for(block, scale)
@@ -252,6 +295,10 @@ def main():
     ap.add_argument('--gluster', action='store_true',
                     help='also GlusterFS (installs and starts it)')
     ap.add_argument('--no-cpu', action='store_true')
+    ap.add_argument('--glibc-malloc-defaults', action='store_true',
+                    help='run smbd with glibc\'s dynamic malloc thresholds '
+                    '(by default the run fixes them for both sides, '
+                    'see MALLOC_ENV)')
     ap.add_argument('--path', help='a directory for the local shares '
                     '(default: the work dir, on the repository\'s disk)')
     ap.add_argument('--json', default=os.path.join(
@@ -262,6 +309,10 @@ def main():
     result = {'date': time.strftime('%Y-%m-%d'), 'cells': [], 'cpu': []}
 
     harness.install_module()
+    if not args.glibc_malloc_defaults:
+        os.environ.update(MALLOC_ENV)  # inherited by smbd
+    result['malloc_env'] = ({} if args.glibc_malloc_defaults else
+                            MALLOC_ENV)
     if args.backends:
         local_matrix(args, blocks, depths, result)
     if args.gluster:
