@@ -35,8 +35,7 @@ def run(args, blocks, depths, matrix, pumper_class):
         }
         with harness.Smbd(os.path.join(workdir, 'smbd'), shares,
                           log_level='0') as smbd:
-            pumper = pumper_class(smbd, dirs={'gl_plain': mnt,
-                                              'gl_iotune': mnt})
+            pumper = pumper_class(smbd, delete=False)
             cells += matrix(pumper, 'glusterfs', args.rounds, args.scale,
                             blocks, depths)
             for wb in ('on', 'off'):

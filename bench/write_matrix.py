@@ -85,20 +85,16 @@ def total_for(block, scale):
 
 class Pumper:
     """One connection per share, kept open (a GlusterFS tree disconnect
-    blocks about 10 s in glfs_fini).  dirs: where the files of a share
-    are on this host, for shares whose path is not (vfs_glusterfs)."""
+    blocks about 10 s in glfs_fini).  delete: whether each run's file
+    is deleted afterwards (on GlusterFS it is not: a file deleted through
+    the FUSE mount stayed in gfapi's caches, and the next create failed
+    with ACCESS_DENIED; on the FUSE mount, once the write-behind option
+    changed, with OBJECT_PATH_NOT_FOUND)."""
 
-    def __init__(self, smbd, dirs=None):
+    def __init__(self, smbd, delete=True):
         self.smbd = smbd
         self.clients = {}
-        self.dirs = dict(dirs or {})
-
-    def local_dir(self, share):
-        if share in self.dirs:
-            return self.dirs[share]
-        if 'glusterfs' in self.smbd.shares[share].get('vfs objects', ''):
-            return None
-        return self.smbd.share_path(share)
+        self.delete = delete
 
     def client(self, share):
         if share not in self.clients:
@@ -122,7 +118,8 @@ class Pumper:
         flight, until SMB2 FLUSH returns.  Every run writes a new file,
         which is deleted afterwards and the file systems synced: the
         next run starts with no blocks left to free or write back, so
-        neither side of a pair pays for the other's file."""
+        neither side of a pair pays for the other's file.  (Without
+        delete, the file is truncated before the clock starts.)"""
         c = self.client(share)
         name = 'bench-%s.bin' % share
         c.open(name, 'batch')
@@ -133,9 +130,8 @@ class Pumper:
         elapsed = time.monotonic() - started
         c.close()
         assert done == total, (done, total)
-        where = self.local_dir(share)
-        if where is not None:
-            os.unlink(os.path.join(where, name))
+        if self.delete:
+            os.unlink(os.path.join(self.smbd.share_path(share), name))
             os.sync()
         return total / elapsed / 1e6
 
@@ -167,7 +163,6 @@ def paired(rounds, run_a, run_b):
 def matrix(pumper, kind, rounds, scale, blocks, depths):
     tuned, base = PAIRS[kind]
     cells = []
-    pumper.fresh(tuned, base)
     for block in blocks:
         for depth in depths:
             total = total_for(block, scale)
@@ -338,6 +333,7 @@ def local_matrix(args, blocks, depths, result):
     with harness.Smbd(workdir, shares, log_level='0') as smbd:
         pumper = Pumper(smbd)
         for kind in args.backends.split(','):
+            pumper.fresh(*PAIRS[kind])
             result['cells'] += matrix(pumper, kind, args.rounds,
                                       args.scale, blocks, depths)
         if 'odirect' in args.backends.split(','):
