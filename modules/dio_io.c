@@ -198,31 +198,51 @@ static ssize_t dio_read(struct iotune_dio_io *io)
 	return (ssize_t)n;
 }
 
-/* The direct middle of a write; its length, or less / -1 */
+/*
+ * The direct middle of a write; its length, or less / -1.  A buffer
+ * that is not aligned bounces through one kept buffer of at most
+ * BOUNCE_KEEP_MAX bytes, a piece at a time: a larger one (smbd takes
+ * writes of up to 8 MiB) would be mapped, faulted in and unmapped at
+ * every request.
+ */
 static ssize_t dio_write_middle(struct iotune_dio_io *io,
 				const struct iotune_dio_write_plan *plan)
 {
 	const char *src = (const char *)io->buf + plan->head_len;
+	size_t piece = plan->mid_len < BOUNCE_KEEP_MAX ? plan->mid_len :
+			BOUNCE_KEEP_MAX;
 	struct bounce bb = { 0 };
-	void *mid = (void *)src;
-	ssize_t r;
+	void *mid = NULL;
+	size_t done = 0;
+	int err = 0;
 
-	if (plan->bounce) {
-		mid = bounce_get(io->align.memory, plan->mid_len, &bb);
-		if (mid == NULL) {
-			return -1;
+	if (!plan->bounce) {
+		return pwrite_full(io->direct_fd, src, plan->mid_len,
+				   plan->mid_off);
+	}
+	mid = bounce_get(io->align.memory, piece, &bb);
+	if (mid == NULL) {
+		return -1;
+	}
+	io->bounced = true;
+	while (done < plan->mid_len) {
+		size_t n = plan->mid_len - done < piece ?
+			   plan->mid_len - done : piece;
+		ssize_t r;
+
+		memcpy(mid, src + done, n);
+		r = pwrite_full(io->direct_fd, mid, n, plan->mid_off + done);
+		err = errno;
+		if (r > 0) {
+			done += (size_t)r;
 		}
-		memcpy(mid, src, plan->mid_len);
-		io->bounced = true;
+		if (r != (ssize_t)n) {
+			break;
+		}
 	}
-	r = pwrite_full(io->direct_fd, mid, plan->mid_len, plan->mid_off);
-	if (plan->bounce) {
-		int err = errno;
-
-		bounce_put(&bb);
-		errno = err;
-	}
-	return r;
+	bounce_put(&bb);
+	errno = err;
+	return done > 0 ? (ssize_t)done : -1;
 }
 
 static ssize_t dio_write(struct iotune_dio_io *io)

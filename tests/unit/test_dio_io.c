@@ -217,6 +217,44 @@ static void test_short_write_reports_progress(void **state)
 	assert_int_equal(io.err, EFBIG);
 }
 
+/*
+ * A write larger than the bounce buffers kept (4 MiB) bounces in pieces:
+ * all of it lands, and a limit in the middle of a later piece reports
+ * the progress up to it.
+ */
+static void test_large_unaligned_write_bounces_in_pieces(void **state)
+{
+	struct fixture *f = *state;
+	size_t len = 9 * 1024 * KIB;
+	uint8_t *big = malloc(len + 3);
+	uint8_t *check = malloc(len);
+	struct rlimit old;
+	struct rlimit lim = { .rlim_cur = 6 * 1024 * KIB };
+	struct iotune_dio_io io;
+
+	assert_non_null(big);
+	assert_non_null(check);
+	fill(big + 3, len, 8);
+	io = io_for(f, true, big + 3, len, 0);
+	iotune_dio_io_run(&io);
+	assert_int_equal(io.ret, (ssize_t)len);
+	assert_true(io.bounced);
+	assert_int_equal(pread(f->fd, check, len, 0), (ssize_t)len);
+	assert_memory_equal(check, big + 3, len);
+
+	assert_int_equal(ftruncate(f->fd, 0), 0);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim.rlim_max = old.rlim_max;
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	io = io_for(f, true, big + 3, len, 0);
+	iotune_dio_io_run(&io);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(io.ret, 6 * 1024 * KIB);
+	free(big);
+	free(check);
+}
+
 static void test_bad_descriptor_is_an_error(void **state)
 {
 	struct fixture *f = *state;
@@ -237,6 +275,7 @@ int main(void)
 		T(test_unaligned_buffer_bounces),
 		T(test_reads_at_the_end_of_file),
 		T(test_short_write_reports_progress),
+		T(test_large_unaligned_write_bounces_in_pieces),
 		T(test_bad_descriptor_is_an_error),
 #undef T
 	};
