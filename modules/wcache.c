@@ -452,24 +452,10 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 	return true;
 }
 
-/* A retry of failed data is being written */
-static bool retrying(const struct iotune_wcache *c)
+/* The op must hear how a retry ends first: one is due, or in flight */
+static bool must_retry(const struct iotune_wcache *c)
 {
-	const struct iotune_wc_flush *f = NULL;
-
-	WC_FOR_EACH_FLUSH(c, f) {
-		if (f->in_flight && f->reason == IOTUNE_FLUSH_RETRY) {
-			return true;
-		}
-	}
-	return false;
-}
-
-/* The op must hear how a retry ends first: one is due, or it waits */
-static bool must_retry(const struct iotune_wcache *c,
-		       const struct iotune_wc_op *op)
-{
-	return iotune_wc_failed(c) || (op->waited && retrying(c));
+	return iotune_wc_failed(c) || iotune_wc_retrying(c);
 }
 
 /*
@@ -488,7 +474,7 @@ static bool step_retry(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op_complete(c, op, -1, c->last_err, act);
 		return true;
 	}
-	if (!retrying(c)) {
+	if (!iotune_wc_retrying(c)) {
 		iotune_wc_begin_flush(c, IOTUNE_FLUSH_RETRY, act);
 	}
 	return false;
@@ -505,7 +491,7 @@ static bool step_write(struct iotune_wcache *c, struct iotune_wc_op *op,
 	if (!op->may_cache) {
 		c->lost = true;
 	}
-	if (must_retry(c, op)) {
+	if (must_retry(c)) {
 		return step_retry(c, op, act);
 	}
 	if (op->n == 0) {
@@ -528,7 +514,7 @@ static bool step_barrier(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op_complete(c, op, -1, iotune_wc_take_error(c), act);
 		return true;
 	}
-	if (must_retry(c, op)) {
+	if (must_retry(c)) {
 		return step_retry(c, op, act);
 	}
 	if (iotune_wc_is_dirty(c)) {

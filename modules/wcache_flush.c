@@ -48,6 +48,18 @@ bool iotune_wc_failed(const struct iotune_wcache *c)
 	return false;
 }
 
+bool iotune_wc_retrying(const struct iotune_wcache *c)
+{
+	const struct iotune_wc_flush *f = NULL;
+
+	WC_FOR_EACH_FLUSH(c, f) {
+		if (f->in_flight && f->reason == IOTUNE_FLUSH_RETRY) {
+			return true;
+		}
+	}
+	return false;
+}
+
 bool iotune_wc_flush_in_flight(const struct iotune_wcache *c)
 {
 	unsigned s;
@@ -348,7 +360,8 @@ void iotune_wc_flush_if_due(struct iotune_wcache *c, uint64_t now_ms,
 			 struct iotune_wc_action *act)
 {
 	if (iotune_wc_failed(c)) {
-		if (now_ms >= c->retry_at_ms) {
+		/* one retry at a time: its completion runs this again */
+		if (now_ms >= c->retry_at_ms && !iotune_wc_retrying(c)) {
 			iotune_wc_begin_flush(c, IOTUNE_FLUSH_RETRY, act);
 		}
 	} else if (c->dirty_since_ms != 0 &&

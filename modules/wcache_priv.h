@@ -72,6 +72,8 @@ void iotune_wc_run(struct iotune_wcache *c, uint64_t now_ms,
 bool iotune_wc_active_full(const struct iotune_wcache *c);
 
 /* wcache_flush.c */
+/* a retry of failed data is being written */
+bool iotune_wc_retrying(const struct iotune_wcache *c);
 bool iotune_wc_begin_flush(struct iotune_wcache *c,
 			   enum iotune_flush_reason reason,
 			   struct iotune_wc_action *act);

@@ -32,8 +32,8 @@
  * - A flush that fails keeps its data and is retried with a backoff.
  *   While it is not written, every write or barrier first retries it and
  *   fails with the error when that retry fails (with several failed
- *   windows, it retries them one by one; it is never acknowledged while
- *   a retry it waits for is in flight), so a failing disk fails
+ *   windows, it retries them one by one; nothing is acknowledged while
+ *   a retry is in flight), so a failing disk fails
  *   requests like a share without the cache.  Nothing spins: a full
  *   window never retries failed data from the failure's completion.
  *   A close (iotune_wc_flush_sync()) fails when the data cannot be

@@ -757,6 +757,31 @@ static void test_failure_with_full_window_waits_for_its_retry(void **state)
 	assert_closes_to_model(f);
 }
 
+/*
+ * A write that arrives while a retry started by the timer is in flight
+ * waits for that retry, and fails with it: on a failing disk nothing
+ * more is acknowledged.
+ */
+static void test_write_during_a_timed_retry_waits_for_it(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	write_at(f, 0, 100, 1);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 2;
+	tick_at(f, f->now + 1000);	/* the timed flush */
+	do_piece(f);			/* fails */
+	tick_at(f, f->tick);		/* the retry, at its time */
+	assert_int_equal(f->piece, 1);
+	w = write_at(f, CAP, 100, 2);
+	assert_false(w->done);
+	do_piece(f);			/* the retry fails */
+	assert_failed(w, EIO);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
 /* A retry that works: the write waiting for it goes on, no error */
 static void test_retry_that_works_reports_nothing(void **state)
 {
@@ -1368,6 +1393,21 @@ static void test_write_waits_for_the_result_of_its_retry(void **state)
 	assert_closes_to_model(f);
 }
 
+/* Two failed windows: a due retry never starts beside one in flight */
+static void test_one_retry_at_a_time(void **state)
+{
+	struct fixture *f = *state;
+
+	fail_two_windows(f);
+	write_at(f, 4 * CAP, 100, 3);		/* retries one */
+	assert_int_equal(f->piece, 1);
+	f->now += 10000;			/* past the retry's time */
+	write_at(f, 4 * CAP + 100, 100, 4);	/* runs the queue */
+	assert_int_equal(f->piece, 1);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
 static void test_flush_slots_and_alignment(void **state)
 {
@@ -1492,6 +1532,7 @@ int main(void)
 		T(test_barrier_waits_for_older_data),
 		T(test_failing_disk_fails_writes_without_spinning),
 		T(test_failed_sync_flush_leaves_nothing_in_flight),
+		T(test_write_during_a_timed_retry_waits_for_it),
 		T(test_retry_that_works_reports_nothing),
 		T(test_failure_with_full_window_waits_for_its_retry),
 		T(test_never_acknowledges_more_than_fits),
@@ -1526,6 +1567,7 @@ int main(void)
 		T(test_write_waits_for_each_failed_window),
 		T(test_waiting_write_ignores_older_failures),
 		T(test_write_waits_for_the_result_of_its_retry),
+		T(test_one_retry_at_a_time),
 		T(test_flush_slots_and_alignment),
 #undef T
 	};
