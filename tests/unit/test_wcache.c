@@ -757,6 +757,16 @@ static void test_failure_with_full_window_waits_for_its_retry(void **state)
 	assert_closes_to_model(f);
 }
 
+/* 100 bytes are cached, and their timed flush fails with err */
+static void fail_timed_flush(struct fixture *f, int err, unsigned count)
+{
+	write_at(f, 0, 100, 1);
+	f->disk.fail_errno = err;
+	f->disk.fail_count = count;
+	tick_at(f, f->now + 1000);
+	do_piece(f);
+}
+
 /*
  * A write that arrives while a retry started by the timer is in flight
  * waits for that retry, and fails with it: on a failing disk nothing
@@ -767,11 +777,7 @@ static void test_write_during_a_timed_retry_waits_for_it(void **state)
 	struct fixture *f = *state;
 	struct w *w = NULL;
 
-	write_at(f, 0, 100, 1);
-	f->disk.fail_errno = EIO;
-	f->disk.fail_count = 2;
-	tick_at(f, f->now + 1000);	/* the timed flush */
-	do_piece(f);			/* fails */
+	fail_timed_flush(f, EIO, 2);
 	tick_at(f, f->tick);		/* the retry, at its time */
 	assert_int_equal(f->piece, 1);
 	w = write_at(f, CAP, 100, 2);
@@ -788,11 +794,7 @@ static void test_retry_that_works_reports_nothing(void **state)
 	struct fixture *f = *state;
 	struct w *w = NULL;
 
-	write_at(f, 0, 100, 1);
-	f->disk.fail_errno = ENOSPC;
-	f->disk.fail_count = 1;
-	tick_at(f, f->now + 1000);	/* the timed flush fails */
-	do_piece(f);
+	fail_timed_flush(f, ENOSPC, 1);
 	assert_true(iotune_wc_is_dirty(&f->c));
 	w = barrier(f, IOTUNE_FLUSH_FSYNC);	/* SMB2 FLUSH: retried */
 	do_piece(f);
