@@ -17,10 +17,14 @@ import gluster  # noqa: E402
 import harness  # noqa: E402
 
 
-def run(args, blocks, depths, matrix, pumper_class):
+def run(args, blocks, depths, wm):
+    """wm: bench/write_matrix.py.  Returns the cells of the matrix, the
+    round-trip floor of 4 KiB writes (wm.round_trip_floor) and the cells
+    of the goals that the matrix's depths leave out: 4 KiB and 64 KiB
+    writes with 8 in flight."""
     workdir = harness.scratch_dir('bench-gluster-')
     volume = gluster.Gluster(os.path.join(workdir, 'volume'))
-    cells = []
+    out = {'cells': [], 'floor': [], 'extra': []}
     try:
         volume.start()
         mnt = volume.mount(os.path.join(workdir, 'mnt'))
@@ -35,15 +39,21 @@ def run(args, blocks, depths, matrix, pumper_class):
         }
         with harness.Smbd(os.path.join(workdir, 'smbd'), shares,
                           log_level='0') as smbd:
-            pumper = pumper_class(smbd, delete=False)
-            cells += matrix(pumper, 'glusterfs', args.rounds, args.scale,
-                            blocks, depths)
+            pumper = wm.Pumper(smbd, delete=False)
+            out['cells'] += wm.matrix(pumper, 'glusterfs', args.rounds,
+                                      args.scale, blocks, depths)
+            if 8 not in depths:
+                out['extra'] += wm.matrix(pumper, 'glusterfs', args.rounds,
+                                          args.scale, wm.GLUSTER_GOALS, [8])
+            out['floor'].append(wm.round_trip_floor(
+                pumper, 'glusterfs', args.rounds, args.scale))
             for wb in ('on', 'off'):
                 volume.set('performance.write-behind', wb)
-                cells += matrix(pumper, 'fuse-wb-' + wb, args.rounds,
-                                args.scale, blocks, depths)
+                out['cells'] += wm.matrix(pumper, 'fuse-wb-' + wb,
+                                          args.rounds, args.scale, blocks,
+                                          depths)
             pumper.quit()
     finally:
         volume.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    return cells
+    return out

@@ -196,6 +196,82 @@ def write_section(wm, charts, md):
         md.append('')
 
 
+def cell(cells, backend, block, depth):
+    for c in cells:
+        if (c['backend'], c['block'], c['depth']) == (backend, block,
+                                                      depth):
+            return c
+    return None
+
+
+def floor_section(wm, md):
+    md += ['### One write in flight: the round trip', '',
+           'With one request in flight, a write cannot be answered faster '
+           'than an SMB2 ECHO, a request that does nothing, on the same '
+           'connection.  So "without / ECHO" is the most any cache inside '
+           'smbd could reach for 4 KiB writes with one in flight on this '
+           'machine.  On the page-cache share, "smbd alone" is a share '
+           'with `aio write size = 0`: smbd writes on its main thread, '
+           'its cheapest write path.  Microseconds per request, medians.',
+           '', '| share | SMB2 ECHO | iotune | without | smbd alone | '
+           'iotune / without | without / ECHO |', '|---|---|---|---|---|---|---|']
+    for r in wm['floor']:
+        md.append('| %s | %.1f | %.1f | %.1f | %s | %.2f | %.2f |' %
+                  (r['backend'], r['echo_us'], r['iotune_us'],
+                   r['base_us'], '%.1f' % r['sync_us'] if 'sync_us' in r
+                   else '-', r['ratio'], r['ceiling']))
+    md.append('')
+
+
+def goal_rows(wm):
+    """(goal, measured, in the same run) of issue #11's goals"""
+    cells = wm['cells'] + wm.get('extra', [])
+    floor = {r['backend']: r for r in wm.get('floor', [])}
+    rows = []
+    for backend, goal, depths in (('pagecache', 1.5, (1, 4, 16)),
+                                  ('glusterfs', 5.0, (1, 8))):
+        got = [(d, cell(cells, backend, 4096, d)) for d in depths]
+        got = [(d, c) for d, c in got if c is not None]
+        if not got:
+            continue
+        bound = ''
+        if backend in floor:
+            bound = 'x1: without / ECHO %.2f' % floor[backend]['ceiling']
+        rows.append(('%s 4K >= %.1fx' % (backend, goal), ', '.join(
+            'x%d %.2f' % (d, c['ratio']) for d, c in got), bound))
+    got = [(d, cell(cells, 'glusterfs', 65536, d)) for d in (1, 4, 8, 16)]
+    got = [(d, c) for d, c in got if c is not None]
+    if got:
+        bounds = []
+        for d, c in got:
+            big = cell(cells, 'glusterfs', 1048576, d)
+            if big is not None:
+                bounds.append('x%d needs %.0f, 1M writes reach %.0f' %
+                              (d, 2.5 * c['base_mbs'], big['base_mbs']))
+        rows.append(('glusterfs 64K >= 2.5x', ', '.join(
+            'x%d %.2f' % (d, c['ratio']) for d, c in got),
+            'MB/s: ' + '; '.join(bounds) if bounds else ''))
+    for r in wm.get('odirect_goal', []):
+        rows.append(('O_DIRECT 64K cached >= 0.9 of 1M direct, x%d' %
+                     r['depth'], '%.2f' % (r['cached 64K'] /
+                                           r['direct 1M']),
+                     '%.2f of uncached 64K' % (r['cached 64K'] /
+                                               r['uncached 64K'])))
+    return rows
+
+
+def goals_section(wm, md):
+    md += ['### The goals of issue #11 in this run', '',
+           'Ratios iotune / without (medians; O_DIRECT: cached 64 KiB '
+           'writes / the same client\'s 1 MiB direct writes).  The 1 MiB '
+           'writes through `vfs_glusterfs` bound the 64 KiB cells: with '
+           'its default 1 MiB window, all that the cache sends to '
+           'GlusterFS are 1 MiB writes.', '',
+           '| goal | measured | bound, same run |', '|---|---|---|']
+    md += ['| %s | %s | %s |' % r for r in goal_rows(wm)]
+    md.append('')
+
+
 def instructions_section(insn, md):
     md += ['### Instructions per MiB written (callgrind)', '',
            'User-space instructions of the smbd process of one connection, '
@@ -276,6 +352,9 @@ def main():
     md += ['', 'These are one 2-core virtual machine\'s figures, not '
            'promises: rerun the command on your hardware.', '']
     write_section(wm, charts, md)
+    if wm.get('floor'):
+        floor_section(wm, md)
+    goals_section(wm, md)
     if os.path.exists(args.instructions):
         instructions_section(json.load(open(args.instructions)), md)
     readahead_section(ra, charts, md)

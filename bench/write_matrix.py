@@ -50,6 +50,8 @@ from benchlib import KIB, MIB, median_alternating, regression_summary, \
 
 BLOCKS = [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB]
 DEPTHS = [1, 4, 16]
+# GlusterFS's goals also name 8 in flight: these sizes are measured so too
+GLUSTER_GOALS = [4 * KIB, 64 * KIB]
 
 LOCAL_SHARES = {
     'pc_plain': {},
@@ -58,6 +60,7 @@ LOCAL_SHARES = {
     'dio_uncached': {'vfs objects': 'iotune', 'iotune:direct io': 'writes',
                      'iotune:write cache size': '0'},
     'dio_iotune': {'vfs objects': 'iotune', 'iotune:direct io': 'writes'},
+    'pc_sync': {'aio write size': '0'},
 }
 
 PAIRS = {
@@ -95,6 +98,7 @@ class Pumper:
         self.smbd = smbd
         self.clients = {}
         self.delete = delete
+        self.busy = {}  # share -> the machine's CPU busy share per run
 
     def client(self, share):
         if share not in self.clients:
@@ -124,10 +128,12 @@ class Pumper:
         name = 'bench-%s.bin' % share
         c.open(name, 'batch')
         c.truncate(0)
+        cpu = machine_cpu()
         started = time.monotonic()
         done, _ = c.pump('write', total, block, depth)
         c.flush()
         elapsed = time.monotonic() - started
+        self.busy.setdefault(share, []).append(busy_since(cpu))
         c.close()
         assert done == total, (done, total)
         if self.delete:
@@ -135,9 +141,33 @@ class Pumper:
             os.sync()
         return total / elapsed / 1e6
 
+    def echo_us(self, share, count, depth):
+        """microseconds per SMB2 ECHO, depth in flight, on share's
+        connection: the round trip of a request that does nothing"""
+        _, seconds = self.client(share).pump('echo', count, 1, depth)
+        return seconds / count * 1e6
+
+    def median_busy(self, share, last):
+        return statistics.median(self.busy[share][-last:])
+
     def quit(self):
         for c in self.clients.values():
             c.quit()
+
+
+def machine_cpu():
+    """(all, idle) jiffies of the machine so far"""
+    with open('/proc/stat') as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), v[3] + v[4]
+
+
+def busy_since(before):
+    """the share of the machine's CPUs (all cores) busy since before,
+    from 0 to 1"""
+    now = machine_cpu()
+    total = now[0] - before[0]
+    return 1 - (now[1] - before[1]) / total if total > 0 else 0.0
 
 
 def paired(rounds, run_a, run_b):
@@ -173,12 +203,17 @@ def matrix(pumper, kind, rounds, scale, blocks, depths):
             cell = {'backend': kind, 'block': block, 'depth': depth,
                     'iotune_mbs': round(a, 1), 'base_mbs': round(b, 1),
                     'ratio': round(q[1], 3),
-                    'ratio_q1': round(q[0], 3), 'ratio_q3': round(q[2], 3)}
+                    'ratio_q1': round(q[0], 3), 'ratio_q3': round(q[2], 3),
+                    'iotune_busy': round(pumper.median_busy(tuned,
+                                                            rounds), 3),
+                    'base_busy': round(pumper.median_busy(base, rounds),
+                                       3)}
             cells.append(cell)
             print('%-9s %6s x%-2d  iotune %7.0f  base %7.0f MB/s  %5.2fx'
-                  '  (quartiles %.2f-%.2f)'
+                  '  (quartiles %.2f-%.2f)  CPUs busy %.0f%% / %.0f%%'
                   % (kind, size_name(block), depth, a, b, q[1], q[0],
-                     q[2]), flush=True)
+                     q[2], cell['iotune_busy'] * 100,
+                     cell['base_busy'] * 100), flush=True)
     return cells
 
 
@@ -224,6 +259,49 @@ def cpu_table(pumper, rounds, scale):
     return rows
 
 
+def round_trip_floor(pumper, kind, rounds, scale):
+    """The goals for 4 KiB writes with one in flight, next to the floor of
+    that cell: an SMB2 ECHO on the same connection as the cached writes.
+    With one request in flight a write cannot be answered faster than a
+    request that does nothing, so base_us / echo_us is the most any
+    cache in smbd could reach in that cell on this machine.  On the
+    page-cache share also smbd's own cheapest write: a share with "aio
+    write size = 0" writes on the main thread with no thread pool."""
+    tuned, base = PAIRS[kind]
+    block = 4 * KIB
+    total = total_for(block, scale)
+    count = total // block
+    fns = {
+        'echo': lambda: pumper.echo_us(tuned, count, 1),
+        'iotune': lambda: count_us(pumper.run(tuned, total, block, 1),
+                                   block),
+        'base': lambda: count_us(pumper.run(base, total, block, 1), block),
+    }
+    if kind == 'pagecache':
+        fns['sync'] = lambda: count_us(pumper.run('pc_sync', total, block,
+                                                  1), block)
+    for fn in fns.values():
+        fn()
+    m = median_alternating(rounds, fns)
+    row = {'backend': kind, 'block': block, 'depth': 1}
+    row.update({k + '_us': round(v, 1) for k, v in m.items()})
+    row['ratio'] = round(m['base'] / m['iotune'], 3)
+    row['ceiling'] = round(m['base'] / m['echo'], 3)
+    print('%s 4K x1, us per request: SMB2 ECHO %.1f, iotune %.1f, without '
+          '%.1f%s: iotune / without %.2f; the most any cache could reach, '
+          'without / ECHO, %.2f' %
+          (kind, m['echo'], m['iotune'], m['base'],
+           ', smbd writing on its main thread %.1f' % m['sync']
+           if 'sync' in m else '', row['ratio'], row['ceiling']),
+          flush=True)
+    return row
+
+
+def count_us(mbs, block):
+    """microseconds per request of block bytes at mbs MB/s"""
+    return block / mbs
+
+
 def odirect_goal(pumper, rounds, scale):
     """64 KiB writes with the cache on a direct I/O share, next to the
     same client's 1 MiB direct writes, and next to 64 KiB writes on a
@@ -232,7 +310,7 @@ def odirect_goal(pumper, rounds, scale):
     rows = []
     total = int(64 * MIB * scale)
     for depth in (1, 8):
-        m = median_alternating(rounds, {
+        fns = {
             'cached 64K': lambda: pumper.run('dio_iotune', total,
                                              64 * KIB, depth),
             'direct 1M': lambda: pumper.run('dio_uncached', total, MIB,
@@ -241,7 +319,8 @@ def odirect_goal(pumper, rounds, scale):
                                                64 * KIB, depth),
             'no module 64K': lambda: pumper.run('pc_plain', total,
                                                 64 * KIB, depth),
-        })
+        }
+        m = median_alternating(rounds, fns)
         row = {'depth': depth}
         row.update({k: round(v, 1) for k, v in m.items()})
         rows.append(row)
@@ -301,7 +380,8 @@ def main():
     args = ap.parse_args()
     blocks = parse_sizes(args.blocks)
     depths = [int(d) for d in args.depths.split(',')]
-    result = {'date': time.strftime('%Y-%m-%d'), 'cells': [], 'cpu': []}
+    result = {'date': time.strftime('%Y-%m-%d'), 'cells': [], 'cpu': [],
+              'floor': []}
 
     harness.install_module()
     if not args.glibc_malloc_defaults:
@@ -312,8 +392,10 @@ def main():
         local_matrix(args, blocks, depths, result)
     if args.gluster:
         import gluster_bench
-        result['cells'] += gluster_bench.run(args, blocks, depths, matrix,
-                                             Pumper)
+        gl = gluster_bench.run(args, blocks, depths, sys.modules[__name__])
+        result['cells'] += gl['cells']
+        result['floor'] += gl['floor']
+        result['extra'] = gl['extra']
     summary(result['cells'])
     with open(args.json, 'w') as f:
         json.dump(result, f, indent=1)
@@ -332,11 +414,15 @@ def local_matrix(args, blocks, depths, result):
     result['path'] = args.path or workdir
     with harness.Smbd(workdir, shares, log_level='0') as smbd:
         pumper = Pumper(smbd)
-        for kind in args.backends.split(','):
+        kinds = args.backends.split(',')
+        for kind in kinds:
             pumper.fresh(*PAIRS[kind])
             result['cells'] += matrix(pumper, kind, args.rounds,
                                       args.scale, blocks, depths)
-        if 'odirect' in args.backends.split(','):
+        if 'pagecache' in kinds:
+            result['floor'].append(round_trip_floor(
+                pumper, 'pagecache', args.rounds, args.scale))
+        if 'odirect' in kinds:
             result['odirect_goal'] = odirect_goal(pumper, args.rounds,
                                                   args.scale)
         if not args.no_cpu:

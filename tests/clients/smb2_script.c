@@ -18,8 +18,10 @@
  *                             reported, also with autoack)
  *   ack                    -> acknowledges the last break
  *   use N                  -> later commands act on handle slot N (0-7)
- *   pump write|read TOTAL BLOCK DEPTH
- *                          -> ok BYTES USEC  (DEPTH requests in flight)
+ *   pump write|read|echo TOTAL BLOCK DEPTH
+ *                          -> ok BYTES USEC  (DEPTH requests in flight;
+ *                             echo: one SMB2 ECHO per BLOCK bytes, the
+ *                             round trip no request can beat)
  *   autoack                -> acknowledge every later break at once
  *   settime NTTIME         -> SET_INFO FileBasicInformation: LastWriteTime
  *   getinfo                -> ok size=N mtime=NTTIME (the open handle)
@@ -375,10 +377,14 @@ static void cmd_read(struct client *c, TALLOC_CTX *mem_ctx, uint64_t off,
 /*
  * "pump": streams TOTAL bytes from offset 0 in BLOCK-sized writes or reads
  * with DEPTH requests in flight, as real clients do.  For benchmarks.
+ * "pump echo" sends an SMB2 ECHO where a write would go: how fast this
+ * client and smbd answer a request that does nothing.
  */
+enum pump_kind { PUMP_WRITE, PUMP_READ, PUMP_ECHO };
+
 struct pump {
 	struct client *c;
-	bool is_write;
+	enum pump_kind kind;
 	uint64_t total;
 	uint32_t block;
 	unsigned depth;
@@ -400,7 +406,10 @@ static void pump_fill(struct pump *p)
 	while (NT_STATUS_IS_OK(p->status) && p->in_flight < p->depth &&
 	       p->next < p->total) {
 		len = MIN(p->block, p->total - p->next);
-		if (p->is_write) {
+		if (p->kind == PUMP_ECHO) {
+			req = smb2cli_echo_send(p, c->ev, c->cli->conn,
+						c->timeout);
+		} else if (p->kind == PUMP_WRITE) {
 			req = smb2cli_write_send(p, c->ev, c->cli->conn,
 						 c->timeout,
 						 c->cli->smb2.session,
@@ -433,7 +442,10 @@ static void pump_done(struct tevent_req *req)
 	uint32_t n = 0;
 	NTSTATUS status;
 
-	if (p->is_write) {
+	if (p->kind == PUMP_ECHO) {
+		status = smb2cli_echo_recv(req);
+		n = (uint32_t)MIN(p->block, p->total - p->done);
+	} else if (p->kind == PUMP_WRITE) {
 		status = smb2cli_write_recv(req, &n);
 	} else {
 		status = smb2cli_read_recv(req, p, &data, &n);
@@ -459,7 +471,8 @@ static void cmd_pump(struct client *c, TALLOC_CTX *mem_ctx, char **words)
 		return;
 	}
 	p->c = c;
-	p->is_write = strcmp(words[1], "write") == 0;
+	p->kind = strcmp(words[1], "write") == 0 ? PUMP_WRITE :
+		  strcmp(words[1], "echo") == 0 ? PUMP_ECHO : PUMP_READ;
 	p->total = strtoull(words[2], NULL, 10);
 	p->block = (uint32_t)strtoul(words[3], NULL, 10);
 	p->depth = (unsigned)strtoul(words[4], NULL, 10);
