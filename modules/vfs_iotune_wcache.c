@@ -246,20 +246,40 @@ static void iotune_cache_detach(struct iotune_file *file)
 	file->cache = NULL;
 }
 
-/* Gives back what was reserved past the end of file and never written */
+/*
+ * Gives back what was reserved past the end of file and never written,
+ * [off, off + len), off the end of file the cache knows rounded up to a
+ * block.  Linux's ext4 ignores a hole punched past the end of file: only
+ * a truncate frees blocks there.  So the file is truncated to the size it
+ * has, and only when that is the size the cache knows: an end of file
+ * that anyone else moved is left alone.
+ */
 static void iotune_cache_unreserve(struct iotune_cache *cache,
 				   uint64_t off,
 				   uint64_t len)
 {
 	struct iotune_file *owner = cache->files;
+	SMB_STRUCT_STAT st;
+	uint64_t end;
 
 	if (len == 0 || owner == NULL || fsp_get_io_fd(owner->fsp) == -1) {
 		return;
 	}
-	if (SMB_VFS_NEXT_FALLOCATE(owner->handle, owner->fsp,
-				   VFS_FALLOCATE_FL_PUNCH_HOLE |
-				   VFS_FALLOCATE_FL_KEEP_SIZE,
-				   (off_t)off, (off_t)len) != 0) {
+	if (SMB_VFS_NEXT_FSTAT(owner->handle, owner->fsp, &st) != 0) {
+		DBG_DEBUG("'%s': %s\n", iotune_cache_name(cache),
+			  strerror(errno));
+		return;
+	}
+	end = ((uint64_t)st.st_ex_size + 4095) & ~(uint64_t)4095;
+	if (st.st_ex_size < 0 || end != off) {
+		DBG_INFO("'%s' changed size (%jd bytes): the %" PRIu64 " bytes "
+			 "reserved past its end stay\n",
+			 iotune_cache_name(cache), (intmax_t)st.st_ex_size,
+			 len);
+		return;
+	}
+	if (SMB_VFS_NEXT_FTRUNCATE(owner->handle, owner->fsp,
+				   st.st_ex_size) != 0) {
 		DBG_DEBUG("giving back %" PRIu64 " bytes reserved past the "
 			  "end of '%s': %s\n", len, iotune_cache_name(cache),
 			  strerror(errno));
@@ -302,16 +322,38 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	TALLOC_FREE(cache);
 }
 
-/*
- * Frees a cache that has nothing more to do: clean, nothing waiting,
- * nothing unreported.  Not while a synchronous flush runs: its caller,
- * or the loop around it, may still use the cache.
- */
-void iotune_cache_maybe_release(struct iotune_cache *cache)
+/* Nothing dirty, nothing waiting, nothing in flight, nothing unreported */
+static bool iotune_cache_idle(const struct iotune_cache *cache)
 {
-	if (cache->ending || iotune_cache_flushing(cache) ||
-	    cache->copies != NULL ||
-	    !iotune_wc_idle(&cache->wc)) {
+	return !cache->ending && !iotune_cache_flushing(cache) &&
+	       cache->copies == NULL && iotune_wc_idle(&cache->wc);
+}
+
+static void iotune_cache_idle_timer_fn(struct tevent_context *ev,
+				       struct tevent_timer *te,
+				       struct timeval now,
+				       void *private_data)
+{
+	struct iotune_cache *cache = private_data;
+
+	cache->idle_timer = NULL;
+	if (iotune_cache_idle(cache) && cache->proc->sync == 0) {
+		iotune_cache_end(cache);
+	}
+}
+
+/*
+ * Frees a cache that has nothing more to do.  Not while a synchronous
+ * flush runs: its caller, or the loop around it, may still use the cache.
+ * A cache whose handles still hold the right to cache stays up to
+ * IOTUNE_CACHE_IDLE_KEEP_MS for the stream's next write, or until a new
+ * cache needs its place: ended at every window written out, a stream
+ * mapped and faulted in a new window buffer and reserved anew for each
+ * window (iotune_caches_evict_idle()).
+ */
+static void iotune_cache_release(struct iotune_cache *cache, bool keep)
+{
+	if (!iotune_cache_idle(cache)) {
 		return;
 	}
 	if (cache->proc->sync > 0) {
@@ -319,7 +361,43 @@ void iotune_cache_maybe_release(struct iotune_cache *cache)
 		iotune_cache_wake(cache);
 		return;
 	}
-	iotune_cache_end(cache);
+	if (!keep || cache->lost || cache->files == NULL) {
+		iotune_cache_end(cache);
+		return;
+	}
+	if (cache->idle_timer == NULL) {
+		cache->idle_timer = tevent_add_timer(
+			cache->proc->ev, cache,
+			tevent_timeval_current_ofs(
+				IOTUNE_CACHE_IDLE_KEEP_MS / 1000,
+				(IOTUNE_CACHE_IDLE_KEEP_MS % 1000) * 1000),
+			iotune_cache_idle_timer_fn, cache);
+	}
+	if (cache->idle_timer == NULL) {
+		iotune_cache_end(cache);
+	}
+}
+
+void iotune_cache_maybe_release(struct iotune_cache *cache)
+{
+	iotune_cache_release(cache, true);
+}
+
+/* Makes room for a new cache: ends an idle one, if there is one */
+static bool iotune_caches_evict_idle(struct iotune_process *p)
+{
+	struct iotune_cache *cache = NULL;
+
+	if (p->sync > 0) {
+		return false;
+	}
+	for (cache = p->caches; cache != NULL; cache = cache->next) {
+		if (iotune_cache_idle(cache)) {
+			iotune_cache_end(cache);
+			return true;
+		}
+	}
+	return false;
 }
 
 static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
@@ -334,10 +412,13 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 		.flushes = share->wc_flushes,
 		.copy_size = IOTUNE_COPY_IN_POOL,
 	};
+	uint64_t most = MIN(p->max_caches, share->config.write_cache_max_files);
 	SMB_STRUCT_STAT st;
 
-	if (p->num_caches >= MIN(p->max_caches,
-				 share->config.write_cache_max_files)) {
+	while (p->num_caches >= most && iotune_caches_evict_idle(p)) {
+		;
+	}
+	if (p->num_caches >= most) {
 		if (iotune_counting(share)) {
 			share->stats.wc.caches_refused++;
 		}
@@ -455,7 +536,9 @@ void iotune_caches_counting(struct iotune_process *p)
  * Before a call that works on the file directly (size changes, times,
  * sendfile, sync I/O): write everything out and wait for it.  A write
  * (report) also hears of data that was dropped earlier, like the next
- * write, flush or close does.
+ * write, flush or close does.  The cache ends now if it can, not after
+ * IOTUNE_CACHE_IDLE_KEEP_MS: the hole that gives its reservation back
+ * moves the file's modification time, which smbd may be about to set.
  */
 int iotune_flush_for(struct files_struct *fsp,
 		     enum iotune_flush_reason reason,
@@ -471,7 +554,7 @@ int iotune_flush_for(struct files_struct *fsp,
 	if (err == 0 && report) {
 		err = iotune_wc_take_error(&cache->wc);
 	}
-	iotune_cache_maybe_release(cache);
+	iotune_cache_release(cache, false);
 	return err;
 }
 

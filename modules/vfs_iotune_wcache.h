@@ -26,6 +26,9 @@
  * a window's flush would delay them (bench/write_matrix.py, 256K cells) */
 #define IOTUNE_BYPASS_COSTLY (256 * 1024)
 
+/* an idle cache stays this long for the next write of its stream */
+#define IOTUNE_CACHE_IDLE_KEEP_MS 1000
+
 struct iotune_copy_job;
 struct iotune_cache;
 
@@ -50,6 +53,7 @@ struct iotune_cache {
 	struct iotune_flush_io flushes[IOTUNE_WC_MAX_FLUSHES];
 	struct tevent_timer *tick_timer;
 	uint64_t tick_ms;
+	struct tevent_timer *idle_timer;	/* an idle cache ends */
 	struct tevent_immediate *wake_im;
 	struct iotune_copy_job *copies;	/* copies into it in flight */
 	unsigned sync;			/* synchronous callers using it */

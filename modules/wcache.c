@@ -31,6 +31,16 @@
 /* reservations are made in whole blocks of this size */
 #define WC_RESERVE_ALIGN 4096
 
+/*
+ * A stream reserves ahead of its windows, twice as far at each call, up
+ * to this (or one window, if larger).  Linux's fallocate waits for the
+ * direct writes in flight on the file (inode_dio_wait): on an O_DIRECT
+ * share, a reservation per window stopped smbd's main thread for a
+ * window's flush, about 0.6 ms per MiB, and cut 64 KiB writes by a
+ * quarter.
+ */
+#define WC_RESERVE_AHEAD_MAX (16 * 1024 * 1024)
+
 static const char *flush_reason_names[IOTUNE_FLUSH_REASONS] = {
 	[IOTUNE_FLUSH_FULL] = "full",
 	[IOTUNE_FLUSH_NONCONTIG] = "noncontiguous",
@@ -208,6 +218,8 @@ void iotune_wc_set_disk_size(struct iotune_wcache *c, uint64_t size)
 	c->disk_size = size;
 	/* blocks past a new end of file are gone, or inside the file now */
 	c->reserved_end = 0;
+	c->reserved_from = 0;
+	c->reserved_to = 0;
 }
 
 void iotune_wc_note_disk_write(struct iotune_wcache *c,
@@ -275,11 +287,59 @@ static uint64_t choose_base(uint64_t capacity, uint64_t off, uint64_t end)
 	return off;
 }
 
+/* One call of io->reserve for [lo, hi): 0, ENOSPC or EOPNOTSUPP */
+static int reserve_range(struct iotune_wcache *c, uint64_t lo, uint64_t hi)
+{
+	int ret;
+
+	WC_COUNT(c, reserve_calls, 1);
+	ret = c->io->reserve(c->io->private_data, lo, hi - lo);
+	if (ret == ENOSPC || ret == EDQUOT) {
+		/* a failed call may leave blocks behind: given back too */
+		c->reserved_end = MAX(c->reserved_end, hi);
+		return ENOSPC;
+	}
+	if (ret != 0) {
+		c->no_reserve = true;
+		return EOPNOTSUPP;
+	}
+	c->reserved_end = MAX(c->reserved_end, hi);
+	return 0;
+}
+
+/*
+ * Where a reservation for [lo, hi) starts and how far ahead it reaches:
+ * a window that continues the range reserved last reserves from its end,
+ * twice as far ahead as the last time; any other starts a new range.
+ */
+static void reserve_plan(struct iotune_wcache *c, uint64_t base, uint64_t lo,
+			 uint64_t *from, uint64_t *to)
+{
+	uint64_t hi = base + c->p.capacity;
+	uint64_t most = MAX(c->p.capacity, WC_RESERVE_AHEAD_MAX);
+
+	if (c->reserved_to > c->reserved_from && lo >= c->reserved_from &&
+	    lo <= c->reserved_to) {
+		*from = c->reserved_to;
+		c->reserve_ahead = MIN(2 * c->reserve_ahead, most);
+	} else {
+		*from = lo;
+		c->reserve_ahead = c->p.capacity;
+		c->reserved_from = lo;
+	}
+	*to = hi;
+	if (base <= UINT64_MAX - c->reserve_ahead) {
+		*to = MAX(hi, base + c->reserve_ahead);
+	}
+}
+
 static int reserve_window(struct iotune_wcache *c, uint64_t base)
 {
 	uint64_t eof = c->disk_size + WC_RESERVE_ALIGN - 1;
 	uint64_t lo = base & ~(uint64_t)(WC_RESERVE_ALIGN - 1);
 	uint64_t hi = base + c->p.capacity;
+	uint64_t from = 0;
+	uint64_t to = 0;
 	int ret;
 
 	eof &= ~(uint64_t)(WC_RESERVE_ALIGN - 1);
@@ -290,17 +350,26 @@ static int reserve_window(struct iotune_wcache *c, uint64_t base)
 	if (c->io->reserve == NULL || c->no_reserve || lo >= hi) {
 		return 0;
 	}
-	WC_COUNT(c, reserve_calls, 1);
-	ret = c->io->reserve(c->io->private_data, lo, hi - lo);
-	if (ret == ENOSPC || ret == EDQUOT) {
-		WC_COUNT(c, reserve_full, 1);
-		return ENOSPC;
+	if (lo >= c->reserved_from && hi <= c->reserved_to) {
+		return 0;	/* reserved ahead */
+	}
+	reserve_plan(c, base, lo, &from, &to);
+	ret = reserve_range(c, from, to);
+	if (ret == ENOSPC && to > hi) {
+		/* no room ahead: only this window */
+		c->reserve_ahead = c->p.capacity;
+		to = hi;
+		ret = reserve_range(c, from, to);
 	}
 	if (ret != 0) {
-		c->no_reserve = true;
-		return EOPNOTSUPP;
+		if (ret == ENOSPC) {
+			WC_COUNT(c, reserve_full, 1);
+		}
+		c->reserved_from = 0;
+		c->reserved_to = 0;
+		return ret;
 	}
-	c->reserved_end = MAX(c->reserved_end, hi);
+	c->reserved_to = to;
 	return 0;
 }
 
@@ -713,4 +782,6 @@ void iotune_wc_end(struct iotune_wcache *c,
 		*release_len = c->reserved_end - eof;
 	}
 	c->reserved_end = 0;
+	c->reserved_from = 0;
+	c->reserved_to = 0;
 }

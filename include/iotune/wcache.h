@@ -29,6 +29,8 @@
  * Rules in short:
  * - A write is absorbed only when its space is reserved on disk (io->
  *   reserve, e.g. fallocate with KEEP_SIZE): what was acknowledged fits.
+ *   A stream reserves ahead, twice as far each time, up to 16 MiB:
+ *   Linux's fallocate waits for the file's direct writes in flight.
  * - A flush that fails keeps its data and is retried with a backoff.
  *   While it is not written, every write or barrier first retries it and
  *   fails with the error when that retry fails (with several failed
@@ -216,6 +218,9 @@ struct iotune_wcache {
 	bool lost;			/* may no longer cache */
 	bool no_reserve;		/* the file system cannot reserve */
 	uint64_t reserved_end;		/* highest end reserved past EOF */
+	uint64_t reserved_from;		/* [from, to): reserved, known */
+	uint64_t reserved_to;
+	uint64_t reserve_ahead;		/* how far a stream reserves ahead */
 	uint64_t log_next_ms;		/* rate limit of error lines */
 	unsigned log_repeats;
 	struct iotune_wc_op *queue;	/* QUEUED ops, oldest first */

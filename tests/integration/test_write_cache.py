@@ -344,3 +344,23 @@ def test_cached_data_reaches_disk_on_flush(smbd):
         assert f.read() == b'x' * 100
     client.close()
     client.quit()
+
+
+def test_stream_reserves_ahead_and_gives_it_back(smbd):
+    """A stream of cached writes reserves disk space ahead of its windows
+    (fallocate with KEEP_SIZE, twice as far at each call, so that Linux's
+    fallocate, which waits for a file's direct writes in flight, is called
+    rarely); closing the file gives back what lies past its end."""
+    client = harness.ScriptClient(smbd, 'iotune')
+    assert client.open('ahead.bin', 'batch')[0] == OPLOCK_BATCH
+    size = 5 * MIB + 3000
+    done, _ = client.pump('write', size, 4 * KIB, 4)
+    assert done == size
+    path = os.path.join(smbd.share_path('iotune'), 'ahead.bin')
+    # 1 MiB windows: calls at windows 0, 1 and 3 reserve up to 7 MiB
+    assert os.stat(path).st_blocks * 512 >= 7 * MIB
+    client.close()
+    client.quit()
+    st = os.stat(path)
+    assert st.st_size == size
+    assert st.st_blocks * 512 <= size + 64 * KIB

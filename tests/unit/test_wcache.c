@@ -827,26 +827,71 @@ static void test_never_acknowledges_more_than_fits(void **state)
 	assert_int_equal(f->disk.size, 5 * CAP / 2);
 }
 
-static void test_reservation_per_window(void **state)
+/* A stream reserves ahead of its windows, twice as far at each call. */
+static void test_reservation_ahead_of_a_stream(void **state)
 {
 	struct fixture *f = *state;
+	struct iotune_wc_action act;
 	uint64_t off;
+	uint64_t len;
 
-	for (off = 0; off < 2 * CAP; off += 4 * KIB) {
+	for (off = 0; off < 8 * CAP; off += 4 * KIB) {
 		write_at(f, off, 4 * KIB, 1);
 		settle(f);
 	}
-	assert_int_equal(f->disk.reserves, 2);	/* one per window */
-	assert_int_equal(f->disk.reserved_lo, CAP);
-	assert_int_equal(f->disk.reserved_hi, 2 * CAP);
+	assert_int_equal(f->disk.reserves, 4);	/* windows 0, 1, 3 and 7 */
+	assert_int_equal(f->disk.reserved_lo, 7 * CAP);
+	assert_int_equal(f->disk.reserved_hi, 15 * CAP);
+	assert_int_equal(f->stats.reserve_calls, 4);
 	/* inside the end of file of a file without holes: no reservation */
 	write_at(f, 100, 10, 2);
-	assert_int_equal(f->disk.reserves, 2);
-	/* a window over the end of file reserves from the end of file on */
+	settle(f);
+	assert_int_equal(f->disk.reserves, 4);
+	/* a window past the range reserved starts a new one, one window */
+	write_at(f, 20 * CAP + 100, 10, 3);
+	assert_int_equal(f->disk.reserves, 5);
+	assert_int_equal(f->disk.reserved_lo, 20 * CAP);
+	assert_int_equal(f->disk.reserved_hi, 21 * CAP);
+	/* what the end of file leaves out is given back */
+	settle(f);
 	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	write_at(f, 2 * CAP + 100, 10, 3);
-	assert_int_equal(f->disk.reserves, 3);
-	assert_int_equal(f->disk.reserved_lo, 2 * CAP);
+	iotune_wc_end(&f->c, &off, &len, &act);
+	apply(f, &act);
+	assert_int_equal(off, 20 * CAP + 4 * KIB);
+	assert_int_equal(off + len, 21 * CAP);
+	assert_disk_is_model(f);
+}
+
+/* Near a full disk, a window reserves for itself alone. */
+static void test_reservation_ahead_falls_back_when_full(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t acked = 0;
+	uint64_t off;
+
+	f->disk.limit = 9 * CAP / 2;	/* room for 4.5 windows */
+	for (off = 0; off < 6 * CAP; off += 4 * KIB) {
+		struct w *w = write_at(f, off, 4 * KIB, (unsigned)off);
+
+		settle(f);
+		if (w->op.ret > 0) {
+			acked = off + 4 * KIB;
+		}
+		if (off + 4 * KIB == 4 * CAP) {
+			/* window 3 did not fit 4 ahead, but alone */
+			assert_int_equal(f->disk.reserves, 4);
+			assert_int_equal(f->disk.reserved_lo, 3 * CAP);
+			assert_int_equal(f->disk.reserved_hi, 4 * CAP);
+			assert_int_equal(f->stats.reserve_full, 0);
+		}
+	}
+	/* window 4 did not even fit alone: written through */
+	assert_true(f->stats.reserve_full > 0);
+	assert_int_equal(acked, 9 * CAP / 2);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_int_equal(f->stats.flush_errors, 0);
+	assert_disk_is_model(f);
+	assert_int_equal(f->disk.size, 9 * CAP / 2);
 }
 
 static void test_sparse_file_reserves_inside(void **state)
@@ -1538,7 +1583,8 @@ int main(void)
 		T(test_retry_that_works_reports_nothing),
 		T(test_failure_with_full_window_waits_for_its_retry),
 		T(test_never_acknowledges_more_than_fits),
-		T(test_reservation_per_window),
+		T(test_reservation_ahead_of_a_stream),
+		T(test_reservation_ahead_falls_back_when_full),
 		T(test_sparse_file_reserves_inside),
 		T(test_file_system_that_cannot_reserve),
 		T(test_lost_right_drops_what_fails_and_never_retries),
