@@ -504,6 +504,8 @@ void iotune_caches_check(struct iotune_process *p, bool files_changed)
 	struct iotune_cache *cache = NULL;
 	struct iotune_cache *next = NULL;
 	struct iotune_wc_action act;
+	uint64_t off;
+	uint64_t len;
 
 	for (cache = p->caches; cache != NULL; cache = next) {
 		next = cache->next;
@@ -518,6 +520,10 @@ void iotune_caches_check(struct iotune_process *p, bool files_changed)
 		iotune_wc_lose_right(&cache->wc, iotune_now_ms(), &act);
 		iotune_cache_apply(cache, &act);
 		(void)iotune_cache_flush_now(cache, IOTUNE_FLUSH_BREAK);
+		/* before the ack is read, no other client has written */
+		if (iotune_wc_take_reservation(&cache->wc, &off, &len)) {
+			iotune_cache_unreserve(cache, off, len);
+		}
 		iotune_cache_maybe_release(cache);
 	}
 }

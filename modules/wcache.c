@@ -760,6 +760,26 @@ bool iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
 	return true;
 }
 
+bool iotune_wc_take_reservation(struct iotune_wcache *c,
+				uint64_t *off,
+				uint64_t *len)
+{
+	uint64_t eof = (c->disk_size + WC_RESERVE_ALIGN - 1) &
+		       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
+
+	*off = 0;
+	*len = 0;
+	if (!iotune_wc_idle(c) || c->reserved_end <= eof) {
+		return false;
+	}
+	*off = eof;
+	*len = c->reserved_end - eof;
+	c->reserved_end = 0;
+	c->reserved_from = 0;
+	c->reserved_to = 0;
+	return true;
+}
+
 void iotune_wc_end(struct iotune_wcache *c,
 		   uint64_t *release_off,
 		   uint64_t *release_len,

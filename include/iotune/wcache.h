@@ -356,6 +356,17 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 int iotune_wc_take_error(struct iotune_wcache *c);
 
 /*
+ * For a cache that lost its right, written out and idle, before anyone
+ * else can write: the range reserved past the end of file [*off, *off +
+ * *len) that the caller gives back now (iotune_wc_end() leaves it, as
+ * another client may have written there by then).  False when there is
+ * none, or the cache is not idle.
+ */
+bool iotune_wc_take_reservation(struct iotune_wcache *c,
+				uint64_t *off,
+				uint64_t *len);
+
+/*
  * The cache ends (its last handle closes): data still dirty is dropped
  * (act->dropped), queued ops fail with EBADF (act->done).  Returns the
  * range reserved past the end of file [*off, *off + *len) that the

@@ -364,3 +364,32 @@ def test_stream_reserves_ahead_and_gives_it_back(smbd):
     st = os.stat(path)
     assert st.st_size == size
     assert st.st_blocks * 512 <= size + 64 * KIB
+
+
+def test_break_gives_reservation_back(smbd):
+    """A cache that loses its oplock gives back what it reserved past the
+    end of file once written out, before the opener gets in (after the
+    opener, it could be the opener's data)."""
+    name = 'ahead-break.bin'
+    writer = harness.ScriptClient(smbd, 'coherent')
+    reader = harness.PyClient(smbd, 'coherent', multi_threaded=True)
+    assert writer.open(name, 'batch')[0] == OPLOCK_BATCH
+    size = 3 * MIB + 3000
+    assert writer.pump('write', size, 4 * KIB, 4)[0] == size
+    path = os.path.join(smbd.share_path('coherent'), name)
+    assert os.stat(path).st_blocks * 512 >= 7 * MIB   # reserved ahead
+    opened = {}
+    opener = threading.Thread(target=lambda: opened.setdefault(
+        'fnum', reader.open(name, harness.PyClient.FILE_OPEN)))
+    opener.start()
+    assert writer.wait_break(10000) != 'none'
+    writer.echo()       # smbd answered a request sent after the break
+    st = os.stat(path)
+    assert st.st_size == size
+    assert st.st_blocks * 512 <= size + 64 * KIB
+    writer.ack()
+    opener.join(60)
+    assert 'fnum' in opened
+    reader.close(opened['fnum'])
+    writer.close()
+    writer.quit()

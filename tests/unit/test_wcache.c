@@ -862,6 +862,35 @@ static void test_reservation_ahead_of_a_stream(void **state)
 	assert_disk_is_model(f);
 }
 
+/* A lost right gives the reservation back once written out, not at end */
+static void test_lost_right_gives_reservation_back_when_idle(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_action act;
+	uint64_t off;
+	uint64_t len;
+
+	for (off = 0; off < 2 * CAP + 4 * KIB; off += 4 * KIB) {
+		write_at(f, off, 4 * KIB, 1);
+		settle(f);
+	}
+	iotune_wc_lose_right(&f->c, f->now, &act);
+	apply(f, &act);
+	/* dirty: nothing to give back yet */
+	assert_false(iotune_wc_take_reservation(&f->c, &off, &len));
+	settle(f);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_BREAK), 0);
+	assert_true(iotune_wc_take_reservation(&f->c, &off, &len));
+	assert_int_equal(off, 2 * CAP + 4 * KIB);
+	assert_int_equal(off + len, 3 * CAP);	/* window 1 reserved 1 and 2 */
+	assert_int_equal(f->disk.size, 2 * CAP + 4 * KIB);
+	assert_false(iotune_wc_take_reservation(&f->c, &off, &len));
+	iotune_wc_end(&f->c, &off, &len, &act);
+	apply(f, &act);
+	assert_int_equal(len, 0);
+	assert_disk_is_model(f);
+}
+
 /* Near a full disk, a window reserves for itself alone. */
 static void test_reservation_ahead_falls_back_when_full(void **state)
 {
@@ -1585,6 +1614,7 @@ int main(void)
 		T(test_never_acknowledges_more_than_fits),
 		T(test_reservation_ahead_of_a_stream),
 		T(test_reservation_ahead_falls_back_when_full),
+		T(test_lost_right_gives_reservation_back_when_idle),
 		T(test_sparse_file_reserves_inside),
 		T(test_file_system_that_cannot_reserve),
 		T(test_lost_right_drops_what_fails_and_never_retries),
