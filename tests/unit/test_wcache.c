@@ -802,15 +802,16 @@ static void test_retry_that_works_reports_nothing(void **state)
 	assert_disk_is_model(f);
 }
 
-/* Reservations: what is acknowledged always fits on the disk. */
-static void test_never_acknowledges_more_than_fits(void **state)
+/*
+ * Writes [from, to) in 4 KiB writes, each settled; returns the end of the
+ * last one acknowledged (or acked, if none was).
+ */
+static uint64_t stream_4k(struct fixture *f, uint64_t from, uint64_t to,
+			  uint64_t acked)
 {
-	struct fixture *f = *state;
-	uint64_t acked = 0;
 	uint64_t off;
 
-	f->disk.limit = 5 * CAP / 2;	/* room for 2.5 windows */
-	for (off = 0; off < 4 * CAP; off += 4 * KIB) {
+	for (off = from; off < to; off += 4 * KIB) {
 		struct w *w = write_at(f, off, 4 * KIB, (unsigned)off);
 
 		settle(f);
@@ -818,6 +819,17 @@ static void test_never_acknowledges_more_than_fits(void **state)
 			acked = off + 4 * KIB;
 		}
 	}
+	return acked;
+}
+
+/* Reservations: what is acknowledged always fits on the disk. */
+static void test_never_acknowledges_more_than_fits(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t acked = 0;
+
+	f->disk.limit = 5 * CAP / 2;	/* room for 2.5 windows */
+	acked = stream_4k(f, 0, 4 * CAP, 0);
 	/* the third window could not be reserved: written through */
 	assert_true(f->stats.reserve_full > 0);
 	assert_int_equal(acked, 5 * CAP / 2);
@@ -835,10 +847,7 @@ static void test_reservation_ahead_of_a_stream(void **state)
 	uint64_t off;
 	uint64_t len;
 
-	for (off = 0; off < 8 * CAP; off += 4 * KIB) {
-		write_at(f, off, 4 * KIB, 1);
-		settle(f);
-	}
+	stream_4k(f, 0, 8 * CAP, 0);
 	assert_int_equal(f->disk.reserves, 4);	/* windows 0, 1, 3 and 7 */
 	assert_int_equal(f->disk.reserved_lo, 7 * CAP);
 	assert_int_equal(f->disk.reserved_hi, 15 * CAP);
@@ -870,10 +879,7 @@ static void test_lost_right_gives_reservation_back_when_idle(void **state)
 	uint64_t off;
 	uint64_t len;
 
-	for (off = 0; off < 2 * CAP + 4 * KIB; off += 4 * KIB) {
-		write_at(f, off, 4 * KIB, 1);
-		settle(f);
-	}
+	stream_4k(f, 0, 2 * CAP + 4 * KIB, 0);
 	iotune_wc_lose_right(&f->c, f->now, &act);
 	apply(f, &act);
 	/* dirty: nothing to give back yet */
@@ -896,24 +902,15 @@ static void test_reservation_ahead_falls_back_when_full(void **state)
 {
 	struct fixture *f = *state;
 	uint64_t acked = 0;
-	uint64_t off;
 
 	f->disk.limit = 9 * CAP / 2;	/* room for 4.5 windows */
-	for (off = 0; off < 6 * CAP; off += 4 * KIB) {
-		struct w *w = write_at(f, off, 4 * KIB, (unsigned)off);
-
-		settle(f);
-		if (w->op.ret > 0) {
-			acked = off + 4 * KIB;
-		}
-		if (off + 4 * KIB == 4 * CAP) {
-			/* window 3 did not fit 4 ahead, but alone */
-			assert_int_equal(f->disk.reserves, 4);
-			assert_int_equal(f->disk.reserved_lo, 3 * CAP);
-			assert_int_equal(f->disk.reserved_hi, 4 * CAP);
-			assert_int_equal(f->stats.reserve_full, 0);
-		}
-	}
+	acked = stream_4k(f, 0, 4 * CAP, 0);
+	/* window 3 did not fit 4 ahead, but alone */
+	assert_int_equal(f->disk.reserves, 4);
+	assert_int_equal(f->disk.reserved_lo, 3 * CAP);
+	assert_int_equal(f->disk.reserved_hi, 4 * CAP);
+	assert_int_equal(f->stats.reserve_full, 0);
+	acked = stream_4k(f, 4 * CAP, 6 * CAP, acked);
 	/* window 4 did not even fit alone: written through */
 	assert_true(f->stats.reserve_full > 0);
 	assert_int_equal(acked, 9 * CAP / 2);
