@@ -462,6 +462,7 @@ static int iotune_fallocate(struct vfs_handle_struct *handle,
 		return -1;
 	}
 	ret = SMB_VFS_NEXT_FALLOCATE(handle, fsp, mode, offset, len);
+	iotune_cache_allocation_changed(fsp);
 	if (ret == 0 && !(mode & VFS_FALLOCATE_FL_KEEP_SIZE) &&
 	    offset >= 0 && len > 0) {
 		iotune_cache_note_disk_write(fsp, (uint64_t)offset, len);

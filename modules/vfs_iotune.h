@@ -45,6 +45,7 @@ struct iotune_share {
 	bool wc_leases;			/* ... under leases too */
 	uint64_t wc_bypass;		/* writes this large go to disk */
 	unsigned wc_flushes;		/* windows in flight per cache */
+	bool wc_reserve_once;		/* strict allocate: no reserving ahead */
 	struct iotune_ra_config ra_config;
 	bool ra_active;			/* prefetch or drop-behind to do */
 	bool dio_unsupported;		/* the file system refused O_DIRECT */
@@ -140,6 +141,7 @@ void iotune_cache_note_disk_write(struct files_struct *fsp,
 				  uint64_t off,
 				  ssize_t written);
 void iotune_cache_set_disk_size(struct files_struct *fsp, uint64_t size);
+void iotune_cache_allocation_changed(struct files_struct *fsp);
 int iotune_cache_close(struct iotune_file *file);
 void iotune_cache_file_gone(struct iotune_file *file);
 void iotune_caches_of_share_end(struct iotune_share *share);

@@ -99,6 +99,9 @@ void iotune_wcache_share_init(struct iotune_share *share, int snum)
 	}
 	share->wc_bypass = MIN(bypass, share->config.write_cache_size);
 	share->wc_flushes = costly ? IOTUNE_WC_MAX_FLUSHES : 1;
+	/* smbd's strict allocate ftruncate does nothing at the same size:
+	 * a reservation past the end of file could not be given back */
+	share->wc_reserve_once = lp_strict_allocate(snum);
 	DBG_INFO("share '%s': writes of %" PRIu64 " bytes or more go "
 		 "straight to disk, %u windows per file on their way to "
 		 "disk at once\n", share->name, share->wc_bypass,
@@ -252,13 +255,15 @@ static void iotune_cache_detach(struct iotune_file *file)
  * block.  Linux's ext4 ignores a hole punched past the end of file: only
  * a truncate frees blocks there.  So the file is truncated to the size it
  * has, and only when that is the size the cache knows: an end of file
- * that anyone else moved is left alone.
+ * that anyone else moved is left alone.  The truncate moves the file's
+ * times, which are put back (smbd may have set them).
  */
 static void iotune_cache_unreserve(struct iotune_cache *cache,
 				   uint64_t off,
 				   uint64_t len)
 {
 	struct iotune_file *owner = cache->files;
+	struct smb_file_time ft;
 	SMB_STRUCT_STAT st;
 	uint64_t end;
 
@@ -266,8 +271,9 @@ static void iotune_cache_unreserve(struct iotune_cache *cache,
 		return;
 	}
 	if (SMB_VFS_NEXT_FSTAT(owner->handle, owner->fsp, &st) != 0) {
-		DBG_DEBUG("'%s': %s\n", iotune_cache_name(cache),
-			  strerror(errno));
+		DBG_NOTICE("'%s': %" PRIu64 " bytes reserved past its end "
+			   "stay, fstat failed: %s\n",
+			   iotune_cache_name(cache), len, strerror(errno));
 		return;
 	}
 	end = ((uint64_t)st.st_ex_size + 4095) & ~(uint64_t)4095;
@@ -280,9 +286,17 @@ static void iotune_cache_unreserve(struct iotune_cache *cache,
 	}
 	if (SMB_VFS_NEXT_FTRUNCATE(owner->handle, owner->fsp,
 				   st.st_ex_size) != 0) {
-		DBG_DEBUG("giving back %" PRIu64 " bytes reserved past the "
-			  "end of '%s': %s\n", len, iotune_cache_name(cache),
-			  strerror(errno));
+		DBG_NOTICE("'%s': %" PRIu64 " bytes reserved past its end "
+			   "stay, ftruncate failed: %s\n",
+			   iotune_cache_name(cache), len, strerror(errno));
+		return;
+	}
+	init_smb_file_time(&ft);
+	ft.atime = st.st_ex_atime;
+	ft.mtime = st.st_ex_mtime;
+	if (SMB_VFS_NEXT_FNTIMES(owner->handle, owner->fsp, &ft) != 0) {
+		DBG_INFO("'%s': times not put back: %s\n",
+			 iotune_cache_name(cache), strerror(errno));
 	}
 }
 
@@ -337,6 +351,11 @@ static void iotune_cache_idle_timer_fn(struct tevent_context *ev,
 	struct iotune_cache *cache = private_data;
 
 	cache->idle_timer = NULL;
+	if (cache->submits != cache->idle_mark) {
+		/* written to since: idle for a second from now on */
+		iotune_cache_maybe_release(cache);
+		return;
+	}
 	if (iotune_cache_idle(cache) && cache->proc->sync == 0) {
 		iotune_cache_end(cache);
 	}
@@ -366,6 +385,7 @@ static void iotune_cache_release(struct iotune_cache *cache, bool keep)
 		return;
 	}
 	if (cache->idle_timer == NULL) {
+		cache->idle_mark = cache->submits;
 		cache->idle_timer = tevent_add_timer(
 			cache->proc->ev, cache,
 			tevent_timeval_current_ofs(
@@ -388,14 +408,17 @@ static bool iotune_caches_evict_idle(struct iotune_process *p)
 {
 	struct iotune_cache *cache = NULL;
 
-	if (p->sync > 0) {
+	if (p->sync > 0 || p->caches == NULL) {
 		return false;
 	}
-	for (cache = p->caches; cache != NULL; cache = cache->next) {
+	/* new caches are added at the head: the oldest first */
+	cache = p->caches->prev;
+	while (cache != NULL) {
 		if (iotune_cache_idle(cache)) {
 			iotune_cache_end(cache);
 			return true;
 		}
+		cache = cache == p->caches ? NULL : cache->prev;
 	}
 	return false;
 }
@@ -411,6 +434,7 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 		.bypass_size = share->wc_bypass,
 		.flushes = share->wc_flushes,
 		.copy_size = IOTUNE_COPY_IN_POOL,
+		.reserve_once = share->wc_reserve_once,
 	};
 	uint64_t most = MIN(p->max_caches, share->config.write_cache_max_files);
 	SMB_STRUCT_STAT st;
@@ -543,8 +567,9 @@ void iotune_caches_counting(struct iotune_process *p)
  * sendfile, sync I/O): write everything out and wait for it.  A write
  * (report) also hears of data that was dropped earlier, like the next
  * write, flush or close does.  The cache ends now if it can, not after
- * IOTUNE_CACHE_IDLE_KEEP_MS: the hole that gives its reservation back
- * moves the file's modification time, which smbd may be about to set.
+ * IOTUNE_CACHE_IDLE_KEEP_MS: what it reserved past the end of file is
+ * given back before the call changes the file (a fallocate or a punched
+ * hole would leave the reservations it knows stale).
  */
 int iotune_flush_for(struct files_struct *fsp,
 		     enum iotune_flush_reason reason,
@@ -572,6 +597,15 @@ void iotune_cache_note_disk_write(struct files_struct *fsp,
 
 	if (cache != NULL) {
 		iotune_wc_note_disk_write(&cache->wc, off, written);
+	}
+}
+
+void iotune_cache_allocation_changed(struct files_struct *fsp)
+{
+	struct iotune_cache *cache = iotune_cache_of(fsp);
+
+	if (cache != NULL) {
+		iotune_wc_forget_reservations(&cache->wc);
 	}
 }
 

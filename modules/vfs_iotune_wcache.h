@@ -54,6 +54,8 @@ struct iotune_cache {
 	struct tevent_timer *tick_timer;
 	uint64_t tick_ms;
 	struct tevent_timer *idle_timer;	/* an idle cache ends */
+	unsigned submits;		/* requests so far */
+	unsigned idle_mark;		/* ... when idle_timer was armed */
 	struct tevent_immediate *wake_im;
 	struct iotune_copy_job *copies;	/* copies into it in flight */
 	unsigned sync;			/* synchronous callers using it */

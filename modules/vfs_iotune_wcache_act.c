@@ -347,6 +347,7 @@ void iotune_cache_submit(struct iotune_cache *cache, struct iotune_wc_op *op)
 {
 	struct iotune_wc_action act;
 
+	cache->submits++;
 	iotune_wc_submit(&cache->wc, op, iotune_now_ms(), &act);
 	iotune_cache_apply(cache, &act);
 }

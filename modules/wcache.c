@@ -164,6 +164,7 @@ int iotune_wc_init(struct iotune_wcache *c,
 		.io = io,
 		.stats = stats,
 	};
+	c->reserve_ahead = c->p.capacity;
 	if (c->p.bypass_size == 0 || c->p.bypass_size > c->p.capacity) {
 		c->p.bypass_size = c->p.capacity;
 	}
@@ -318,6 +319,14 @@ static void reserve_plan(struct iotune_wcache *c, uint64_t base, uint64_t lo,
 	uint64_t hi = base + c->p.capacity;
 	uint64_t most = MAX(c->p.capacity, WC_RESERVE_AHEAD_MAX);
 
+	if (c->p.sparse || c->p.reserve_once) {
+		/* holes would fill up, or stay reserved for good */
+		*from = lo;
+		*to = hi;
+		c->reserved_from = lo;
+		c->reserve_ahead = c->p.capacity;
+		return;
+	}
 	if (c->reserved_to > c->reserved_from && lo >= c->reserved_from &&
 	    lo <= c->reserved_to) {
 		*from = c->reserved_to;
@@ -355,8 +364,9 @@ static int reserve_window(struct iotune_wcache *c, uint64_t base)
 	}
 	reserve_plan(c, base, lo, &from, &to);
 	ret = reserve_range(c, from, to);
-	if (ret == ENOSPC && to > hi) {
-		/* no room ahead: only this window */
+	if (ret != 0 && to > hi) {
+		/* no room ahead (or past the largest file): this window */
+		c->no_reserve = false;
 		c->reserve_ahead = c->p.capacity;
 		to = hi;
 		ret = reserve_range(c, from, to);
@@ -760,6 +770,12 @@ bool iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
 	return true;
 }
 
+void iotune_wc_forget_reservations(struct iotune_wcache *c)
+{
+	c->reserved_from = 0;
+	c->reserved_to = 0;
+}
+
 bool iotune_wc_take_reservation(struct iotune_wcache *c,
 				uint64_t *off,
 				uint64_t *len)
@@ -769,7 +785,10 @@ bool iotune_wc_take_reservation(struct iotune_wcache *c,
 
 	*off = 0;
 	*len = 0;
-	if (!iotune_wc_idle(c) || c->reserved_end <= eof) {
+	if (iotune_wc_is_dirty(c) || iotune_wc_flush_in_flight(c) ||
+	    iotune_wc_copies_in_flight(c) || c->queue != NULL ||
+	    c->to_disk != NULL || c->on_disk != NULL ||
+	    c->reserved_end <= eof) {
 		return false;
 	}
 	*off = eof;

@@ -178,7 +178,10 @@ struct iotune_wc_params {
 	uint64_t copy_size;	/* larger writes of busy ops are copied by the
 				 * caller, in its thread pool (0: the core
 				 * copies all) */
-	bool sparse;		/* the file has holes: reserve inside it too */
+	bool sparse;		/* the file has holes: reserve inside it too,
+				 * one window at a time */
+	bool reserve_once;	/* one window at a time: the caller cannot
+				 * give back what lies past the end of file */
 	unsigned flushes;	/* windows on their way to disk at once
 				 * (1 .. IOTUNE_WC_MAX_FLUSHES; 0: 1) */
 };
@@ -356,11 +359,17 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 int iotune_wc_take_error(struct iotune_wcache *c);
 
 /*
- * For a cache that lost its right, written out and idle, before anyone
- * else can write: the range reserved past the end of file [*off, *off +
- * *len) that the caller gives back now (iotune_wc_end() leaves it, as
- * another client may have written there by then).  False when there is
- * none, or the cache is not idle.
+ * A client changed the file's allocation (fallocate, a hole punched): what
+ * was reserved ahead may be gone, so the next window reserves again.
+ */
+void iotune_wc_forget_reservations(struct iotune_wcache *c);
+
+/*
+ * For a cache that lost its right, written out, before anyone else can
+ * write: the range reserved past the end of file [*off, *off + *len) that
+ * the caller gives back now (iotune_wc_end() leaves it, as another client
+ * may have written there by then).  False when there is none, or data is
+ * still dirty or on its way to disk.
  */
 bool iotune_wc_take_reservation(struct iotune_wcache *c,
 				uint64_t *off,

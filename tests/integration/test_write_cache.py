@@ -37,6 +37,7 @@ def smbd(request):
         # no timed flush during a coherence round: only the break flushes
         'coherent': share(write_cache_flush_timeout='60s'),
         'timed': share(write_cache_flush_timeout='100ms'),
+        'strict': dict(IOTUNE, **{'strict allocate': 'yes'}),
         'limited': share(write_cache_max_files='2',
                          write_cache_flush_timeout='60s'),
     }
@@ -393,3 +394,44 @@ def test_break_gives_reservation_back(smbd):
     reader.close(opened['fnum'])
     writer.close()
     writer.quit()
+
+
+def test_idle_cache_ends_and_keeps_the_times(smbd):
+    """A cache kept idle for its stream's next write ends a second later:
+    what it reserved past the end of file is given back (a truncate) and
+    the file's modification time stays what the flush made it."""
+    name = 'idle-end.bin'
+    client = harness.ScriptClient(smbd, 'timed')
+    assert client.open(name, 'batch')[0] == OPLOCK_BATCH
+    size = 2 * MIB + 100
+    assert client.pump('write', size, 4 * KIB, 1)[0] == size
+    path = os.path.join(smbd.share_path('timed'), name)
+    deadline = time.monotonic() + 10
+    while os.path.getsize(path) != size and time.monotonic() < deadline:
+        time.sleep(0.02)    # the timed flush (100 ms)
+    flushed = os.stat(path)
+    assert flushed.st_size == size
+    assert flushed.st_blocks * 512 >= 3 * MIB  # reserved ahead, kept
+    while (os.stat(path).st_blocks * 512 > size + 64 * KIB and
+           time.monotonic() < deadline):
+        time.sleep(0.05)    # the idle cache ends after a second
+    st = os.stat(path)
+    assert st.st_blocks * 512 <= size + 64 * KIB
+    assert st.st_mtime_ns == flushed.st_mtime_ns
+    client.close()
+    client.quit()
+
+
+def test_strict_allocate_reserves_one_window_at_a_time(smbd):
+    """With 'strict allocate = yes' smbd's ftruncate does nothing at the
+    same size, so nothing reserved past the end of file could be given
+    back: such shares reserve one window at a time, as before."""
+    client = harness.ScriptClient(smbd, 'strict')
+    assert client.open('strict.bin', 'batch')[0] == OPLOCK_BATCH
+    size = 5 * MIB + 3000
+    assert client.pump('write', size, 4 * KIB, 4)[0] == size
+    client.close()
+    client.quit()
+    st = os.stat(os.path.join(smbd.share_path('strict'), 'strict.bin'))
+    assert st.st_size == size
+    assert st.st_blocks * 512 <= size + MIB + 64 * KIB

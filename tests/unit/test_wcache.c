@@ -68,6 +68,7 @@ struct fake_disk {
 	size_t short_by;	/* next pwrite writes this much less */
 	unsigned eintr_count;	/* next pwrites fail with EINTR */
 	int reserve_errno;	/* reservations fail with this */
+	uint64_t big_limit;	/* reservations past this fail with EFBIG */
 	unsigned reserves;
 	uint64_t reserved_lo;
 	uint64_t reserved_hi;
@@ -121,6 +122,9 @@ static int fake_reserve(void *private_data, uint64_t off, uint64_t len)
 	}
 	if (off + len > d->limit) {
 		return ENOSPC;
+	}
+	if (d->big_limit != 0 && off + len > d->big_limit) {
+		return EFBIG;	/* past the largest file */
 	}
 	d->reserved_lo = off;
 	d->reserved_hi = off + len;
@@ -897,6 +901,43 @@ static void test_lost_right_gives_reservation_back_when_idle(void **state)
 	assert_disk_is_model(f);
 }
 
+/* A client's fallocate or punched hole: reserved ahead no longer counts */
+static void test_allocation_change_forgets_reservations(void **state)
+{
+	struct fixture *f = *state;
+
+	stream_4k(f, 0, 2 * CAP, 0);
+	assert_int_equal(f->disk.reserves, 2);	/* [0, 1) and [1, 3) */
+	iotune_wc_forget_reservations(&f->c);
+	stream_4k(f, 2 * CAP, 3 * CAP, 0);	/* reserved, but forgotten */
+	assert_int_equal(f->disk.reserves, 3);
+	assert_int_equal(f->disk.reserved_lo, 2 * CAP);
+	assert_int_equal(f->disk.reserved_hi, 3 * CAP);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
+/* Where the caller cannot give back, and past the largest file: one window */
+static void test_reserve_once_and_past_the_largest_file(void **state)
+{
+	struct fixture *f = *state;
+
+	f->c.p.reserve_once = true;
+	stream_4k(f, 0, 3 * CAP, 0);
+	assert_int_equal(f->disk.reserves, 3);	/* one per window */
+	assert_int_equal(f->disk.reserved_hi, 3 * CAP);
+	f->c.p.reserve_once = false;
+	f->disk.big_limit = 9 * CAP / 2;
+	stream_4k(f, 3 * CAP, 4 * CAP, 0);
+	/* window 3: [3, 5) is too big, [3, 4) is not */
+	assert_int_equal(f->disk.reserves, 5);
+	assert_int_equal(f->disk.reserved_lo, 3 * CAP);
+	assert_int_equal(f->disk.reserved_hi, 4 * CAP);
+	assert_false(f->cannot_reserve);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
 /* Near a full disk, a window reserves for itself alone. */
 static void test_reservation_ahead_falls_back_when_full(void **state)
 {
@@ -1612,6 +1653,8 @@ int main(void)
 		T(test_reservation_ahead_of_a_stream),
 		T(test_reservation_ahead_falls_back_when_full),
 		T(test_lost_right_gives_reservation_back_when_idle),
+		T(test_allocation_change_forgets_reservations),
+		T(test_reserve_once_and_past_the_largest_file),
 		T(test_sparse_file_reserves_inside),
 		T(test_file_system_that_cannot_reserve),
 		T(test_lost_right_drops_what_fails_and_never_retries),
