@@ -399,10 +399,13 @@ def test_break_gives_reservation_back(smbd):
 def test_idle_cache_ends_and_keeps_the_times(smbd):
     """A cache kept idle for its stream's next write ends a second later:
     what it reserved past the end of file is given back (a truncate) and
-    the file's modification time stays what the flush made it."""
+    the file's modification time stays what the flush made it.  (The
+    client sets a write time first: smbd then leaves the time alone,
+    where it would otherwise set it 2 s after the first write.)"""
     name = 'idle-end.bin'
     client = harness.ScriptClient(smbd, 'timed')
     assert client.open(name, 'batch')[0] == OPLOCK_BATCH
+    client.settime(132223104000000000)     # 2020-01-01
     size = 2 * MIB + 100
     assert client.pump('write', size, 4 * KIB, 1)[0] == size
     path = os.path.join(smbd.share_path('timed'), name)
