@@ -178,8 +178,8 @@ struct iotune_wc_params {
 	uint64_t copy_size;	/* larger writes of busy ops are copied by the
 				 * caller, in its thread pool (0: the core
 				 * copies all) */
-	bool sparse;		/* the file has holes: reserve inside it too,
-				 * one window at a time */
+	bool sparse;		/* the file has holes: reserve inside it
+				 * too, one window at a time */
 	bool reserve_once;	/* one window at a time: the caller cannot
 				 * give back what lies past the end of file */
 	unsigned flushes;	/* windows on their way to disk at once
@@ -223,7 +223,7 @@ struct iotune_wcache {
 	uint64_t reserved_end;		/* highest end reserved past EOF */
 	uint64_t reserved_from;		/* [from, to): reserved, known */
 	uint64_t reserved_to;
-	uint64_t reserve_ahead;		/* how far a stream reserves ahead */
+	uint64_t reserve_ahead;		/* how far a stream reserves */
 	uint64_t log_next_ms;		/* rate limit of error lines */
 	unsigned log_repeats;
 	struct iotune_wc_op *queue;	/* QUEUED ops, oldest first */

@@ -826,6 +826,22 @@ static uint64_t stream_4k(struct fixture *f, uint64_t from, uint64_t to,
 	return acked;
 }
 
+/*
+ * A stream that filled the disk (its limit): a window that could not be
+ * reserved was written through, and exactly what fits was acknowledged
+ * and is on disk after the close.
+ */
+static void assert_full_disk_written_through(struct fixture *f,
+					     uint64_t acked)
+{
+	assert_true(f->stats.reserve_full > 0);
+	assert_int_equal(acked, f->disk.limit);
+	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
+	assert_int_equal(f->stats.flush_errors, 0);
+	assert_disk_is_model(f);
+	assert_int_equal(f->disk.size, f->disk.limit);
+}
+
 /* Reservations: what is acknowledged always fits on the disk. */
 static void test_never_acknowledges_more_than_fits(void **state)
 {
@@ -835,12 +851,7 @@ static void test_never_acknowledges_more_than_fits(void **state)
 	f->disk.limit = 5 * CAP / 2;	/* room for 2.5 windows */
 	acked = stream_4k(f, 0, 4 * CAP, 0);
 	/* the third window could not be reserved: written through */
-	assert_true(f->stats.reserve_full > 0);
-	assert_int_equal(acked, 5 * CAP / 2);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_int_equal(f->stats.flush_errors, 0);
-	assert_disk_is_model(f);
-	assert_int_equal(f->disk.size, 5 * CAP / 2);
+	assert_full_disk_written_through(f, acked);
 }
 
 /* A stream reserves ahead of its windows, twice as far at each call. */
@@ -953,12 +964,7 @@ static void test_reservation_ahead_falls_back_when_full(void **state)
 	assert_int_equal(f->stats.reserve_full, 0);
 	acked = stream_4k(f, 4 * CAP, 6 * CAP, acked);
 	/* window 4 did not even fit alone: written through */
-	assert_true(f->stats.reserve_full > 0);
-	assert_int_equal(acked, 9 * CAP / 2);
-	assert_int_equal(flush_sync(f, IOTUNE_FLUSH_CLOSE), 0);
-	assert_int_equal(f->stats.flush_errors, 0);
-	assert_disk_is_model(f);
-	assert_int_equal(f->disk.size, 9 * CAP / 2);
+	assert_full_disk_written_through(f, acked);
 }
 
 static void test_sparse_file_reserves_inside(void **state)
