@@ -164,7 +164,9 @@ def machine_cpu():
 
 def busy_since(before):
     """the share of the machine's CPUs (all cores) busy since before,
-    from 0 to 1"""
+    from 0 to 1 (waiting for I/O counts as idle).  /proc/stat counts in
+    jiffies of 10 ms: for a run of a few tens of milliseconds (the 64K
+    and 256K cells at scale 1) the figure is rough."""
     now = machine_cpu()
     total = now[0] - before[0]
     return 1 - (now[1] - before[1]) / total if total > 0 else 0.0
