@@ -276,7 +276,8 @@ static void iotune_cache_unreserve(struct iotune_cache *cache,
 			   iotune_cache_name(cache), len, strerror(errno));
 		return;
 	}
-	end = ((uint64_t)st.st_ex_size + 4095) & ~(uint64_t)4095;
+	end = ((uint64_t)st.st_ex_size + IOTUNE_WC_RESERVE_ALIGN - 1) &
+	      ~(uint64_t)(IOTUNE_WC_RESERVE_ALIGN - 1);
 	if (st.st_ex_size < 0 || end != off) {
 		DBG_INFO("'%s' changed size (%jd bytes): the %" PRIu64 " bytes "
 			 "reserved past its end stay\n",
@@ -343,6 +344,8 @@ static bool iotune_cache_idle(const struct iotune_cache *cache)
 	       cache->copies == NULL && iotune_wc_idle(&cache->wc);
 }
 
+static void iotune_cache_release(struct iotune_cache *cache, bool keep);
+
 static void iotune_cache_idle_timer_fn(struct tevent_context *ev,
 				       struct tevent_timer *te,
 				       struct timeval now,
@@ -351,14 +354,8 @@ static void iotune_cache_idle_timer_fn(struct tevent_context *ev,
 	struct iotune_cache *cache = private_data;
 
 	cache->idle_timer = NULL;
-	if (cache->submits != cache->idle_mark) {
-		/* written to since: idle for a second from now on */
-		iotune_cache_maybe_release(cache);
-		return;
-	}
-	if (iotune_cache_idle(cache) && cache->proc->sync == 0) {
-		iotune_cache_end(cache);
-	}
+	/* written to since it was armed: idle for a second from now on */
+	iotune_cache_release(cache, cache->submits != cache->idle_mark);
 }
 
 /*

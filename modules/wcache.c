@@ -28,8 +28,7 @@
 
 #include "wcache_priv.h"
 
-/* reservations are made in whole blocks of this size */
-#define WC_RESERVE_ALIGN 4096
+#define WC_RESERVE_ALIGN IOTUNE_WC_RESERVE_ALIGN
 
 /*
  * A stream reserves ahead of its windows, twice as far at each call, up
@@ -219,8 +218,7 @@ void iotune_wc_set_disk_size(struct iotune_wcache *c, uint64_t size)
 	c->disk_size = size;
 	/* blocks past a new end of file are gone, or inside the file now */
 	c->reserved_end = 0;
-	c->reserved_from = 0;
-	c->reserved_to = 0;
+	iotune_wc_forget_reservations(c);
 }
 
 void iotune_wc_note_disk_write(struct iotune_wcache *c,
@@ -324,7 +322,6 @@ static void reserve_plan(struct iotune_wcache *c, uint64_t base, uint64_t lo,
 		*from = lo;
 		*to = hi;
 		c->reserved_from = lo;
-		c->reserve_ahead = c->p.capacity;
 		return;
 	}
 	if (c->reserved_to > c->reserved_from && lo >= c->reserved_from &&
@@ -342,19 +339,24 @@ static void reserve_plan(struct iotune_wcache *c, uint64_t base, uint64_t lo,
 	}
 }
 
+/* The end of file on disk, rounded up to a whole reservation block */
+static uint64_t eof_aligned(const struct iotune_wcache *c)
+{
+	return (c->disk_size + WC_RESERVE_ALIGN - 1) &
+	       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
+}
+
 static int reserve_window(struct iotune_wcache *c, uint64_t base)
 {
-	uint64_t eof = c->disk_size + WC_RESERVE_ALIGN - 1;
 	uint64_t lo = base & ~(uint64_t)(WC_RESERVE_ALIGN - 1);
 	uint64_t hi = base + c->p.capacity;
 	uint64_t from = 0;
 	uint64_t to = 0;
 	int ret;
 
-	eof &= ~(uint64_t)(WC_RESERVE_ALIGN - 1);
 	if (!c->p.sparse) {
 		/* a file without holes has its blocks up to the end of file */
-		lo = MAX(lo, eof);
+		lo = MAX(lo, eof_aligned(c));
 	}
 	if (c->io->reserve == NULL || c->no_reserve || lo >= hi) {
 		return 0;
@@ -375,8 +377,7 @@ static int reserve_window(struct iotune_wcache *c, uint64_t base)
 		if (ret == ENOSPC) {
 			WC_COUNT(c, reserve_full, 1);
 		}
-		c->reserved_from = 0;
-		c->reserved_to = 0;
+		iotune_wc_forget_reservations(c);
 		return ret;
 	}
 	c->reserved_to = to;
@@ -776,26 +777,39 @@ void iotune_wc_forget_reservations(struct iotune_wcache *c)
 	c->reserved_to = 0;
 }
 
+/*
+ * [*off, *off + *len): what was reserved past the end of file, for the
+ * caller to give back; the cache forgets all it reserved.
+ */
+static void take_reserved_past_eof(struct iotune_wcache *c,
+				   uint64_t *off,
+				   uint64_t *len)
+{
+	uint64_t eof = eof_aligned(c);
+
+	*off = 0;
+	*len = 0;
+	if (c->reserved_end > eof) {
+		*off = eof;
+		*len = c->reserved_end - eof;
+	}
+	c->reserved_end = 0;
+	iotune_wc_forget_reservations(c);
+}
+
 bool iotune_wc_take_reservation(struct iotune_wcache *c,
 				uint64_t *off,
 				uint64_t *len)
 {
-	uint64_t eof = (c->disk_size + WC_RESERVE_ALIGN - 1) &
-		       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
-
 	*off = 0;
 	*len = 0;
 	if (iotune_wc_is_dirty(c) || iotune_wc_flush_in_flight(c) ||
 	    iotune_wc_copies_in_flight(c) || c->queue != NULL ||
 	    c->to_disk != NULL || c->on_disk != NULL ||
-	    c->reserved_end <= eof) {
+	    c->reserved_end <= eof_aligned(c)) {
 		return false;
 	}
-	*off = eof;
-	*len = c->reserved_end - eof;
-	c->reserved_end = 0;
-	c->reserved_from = 0;
-	c->reserved_to = 0;
+	take_reserved_past_eof(c, off, len);
 	return true;
 }
 
@@ -804,9 +818,6 @@ void iotune_wc_end(struct iotune_wcache *c,
 		   uint64_t *release_len,
 		   struct iotune_wc_action *act)
 {
-	uint64_t eof = (c->disk_size + WC_RESERVE_ALIGN - 1) &
-		       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
-
 	*act = (struct iotune_wc_action) { 0 };
 	act->drop_err = iotune_wc_failed(c) ? c->last_err : 0;
 	act->dropped += iotune_wc_drop_flushes(c, false) +
@@ -814,13 +825,10 @@ void iotune_wc_end(struct iotune_wcache *c,
 	while (c->queue != NULL) {
 		op_complete(c, c->queue, -1, EBADF, act);
 	}
-	*release_off = 0;
-	*release_len = 0;
-	if (!c->lost && c->reserved_end > eof) {
-		*release_off = eof;
-		*release_len = c->reserved_end - eof;
+	take_reserved_past_eof(c, release_off, release_len);
+	if (c->lost) {
+		/* another client may have written there since */
+		*release_off = 0;
+		*release_len = 0;
 	}
-	c->reserved_end = 0;
-	c->reserved_from = 0;
-	c->reserved_to = 0;
 }

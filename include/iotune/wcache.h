@@ -186,6 +186,10 @@ struct iotune_wc_params {
 				 * (1 .. IOTUNE_WC_MAX_FLUSHES; 0: 1) */
 };
 
+/* reservations are made in whole blocks of this size; the range given
+ * back starts at the end of file rounded up to one */
+#define IOTUNE_WC_RESERVE_ALIGN 4096
+
 /* the most windows of one cache on their way to disk at once */
 #define IOTUNE_WC_MAX_FLUSHES 4
 
