@@ -87,6 +87,20 @@ def write_chart(cells, backend, out):
     plt.close(fig)
 
 
+def cell(cells, backend, block, depth):
+    for c in cells:
+        if (c['backend'], c['block'], c['depth']) == (backend, block,
+                                                      depth):
+            return c
+    return None
+
+
+def cells_at(cells, backend, block, depths):
+    """[(depth, cell)] of the depths measured"""
+    got = [(d, cell(cells, backend, block, d)) for d in depths]
+    return [(d, c) for d, c in got if c is not None]
+
+
 def ratio_table(cells, backend):
     mine = [c for c in cells if c['backend'] == backend]
     depths = sorted({c['depth'] for c in mine})
@@ -96,7 +110,7 @@ def ratio_table(cells, backend):
     for b in blocks:
         cols = []
         for d in depths:
-            c = [x for x in mine if x['block'] == b and x['depth'] == d][0]
+            c = cell(mine, backend, b, d)
             cols.append('%.2f (%.2f-%.2f)' % (c['ratio'], c['ratio_q1'],
                                               c['ratio_q3']))
         lines.append('| %s | %s |' % (size_name(b), ' | '.join(cols)))
@@ -196,14 +210,6 @@ def write_section(wm, charts, md):
         md.append('')
 
 
-def cell(cells, backend, block, depth):
-    for c in cells:
-        if (c['backend'], c['block'], c['depth']) == (backend, block,
-                                                      depth):
-            return c
-    return None
-
-
 def floor_section(wm, md):
     md += ['### One write in flight: the round trip', '',
            'With one request in flight, a write cannot be answered faster '
@@ -230,8 +236,7 @@ def goal_rows(wm):
     rows = []
     for backend, goal, depths in (('pagecache', 1.5, (1, 4, 16)),
                                   ('glusterfs', 5.0, (1, 8))):
-        got = [(d, cell(cells, backend, 4096, d)) for d in depths]
-        got = [(d, c) for d, c in got if c is not None]
+        got = cells_at(cells, backend, 4096, depths)
         if not got:
             continue
         bound = ''
@@ -239,8 +244,7 @@ def goal_rows(wm):
             bound = 'x1: without / ECHO %.2f' % floor[backend]['ceiling']
         rows.append(('%s 4K >= %.1fx' % (backend, goal), ', '.join(
             'x%d %.2f' % (d, c['ratio']) for d, c in got), bound))
-    got = [(d, cell(cells, 'glusterfs', 65536, d)) for d in (1, 4, 8, 16)]
-    got = [(d, c) for d, c in got if c is not None]
+    got = cells_at(cells, 'glusterfs', 65536, (1, 4, 8, 16))
     if got:
         bounds = []
         for d, c in got:
