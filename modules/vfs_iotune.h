@@ -126,7 +126,8 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct files_struct *fsp,
 					    bool *may_cache);
 struct iotune_wcache *iotune_cache_core(struct iotune_cache *cache);
-void iotune_cache_submit(struct iotune_cache *cache,
+bool iotune_cache_idle(const struct iotune_cache *cache);
+bool iotune_cache_submit(struct iotune_cache *cache,
 			 struct iotune_wc_op *op);
 bool iotune_cache_cancel(struct iotune_cache *cache,
 			 struct iotune_wc_op *op);

@@ -202,9 +202,7 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 		.private_data = req,
 	};
 	talloc_set_destructor(state, iotune_pwrite_state_destructor);
-	iotune_cache_submit(state->cache, &state->op);
-	if (state->cache != NULL &&
-	    iotune_wc_take_done(iotune_cache_core(state->cache), &state->op)) {
+	if (iotune_cache_submit(state->cache, &state->op)) {
 		iotune_pwrite_finish(req, state->op.ret, state->op.err);
 	}
 out:

@@ -338,7 +338,7 @@ static void iotune_cache_end(struct iotune_cache *cache)
 }
 
 /* Nothing dirty, nothing waiting, nothing in flight, nothing unreported */
-static bool iotune_cache_idle(const struct iotune_cache *cache)
+bool iotune_cache_idle(const struct iotune_cache *cache)
 {
 	return !cache->ending && !iotune_cache_flushing(cache) &&
 	       cache->copies == NULL && iotune_wc_idle(&cache->wc);

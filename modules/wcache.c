@@ -710,6 +710,11 @@ struct iotune_wc_op *iotune_wc_next_orphan(struct iotune_wcache *c)
 	return op;
 }
 
+bool iotune_wc_has_done(const struct iotune_wcache *c)
+{
+	return c->done != NULL;
+}
+
 bool iotune_wc_take_done(struct iotune_wcache *c, struct iotune_wc_op *op)
 {
 	if (op->state != IOTUNE_WC_OP_DONE) {

@@ -306,6 +306,9 @@ struct iotune_wc_op *iotune_wc_next_done(struct iotune_wcache *c);
 /* Takes op itself when it is complete (for the caller that submitted it) */
 bool iotune_wc_take_done(struct iotune_wcache *c, struct iotune_wc_op *op);
 
+/* Complete ops are left for iotune_wc_next_done() */
+bool iotune_wc_has_done(const struct iotune_wcache *c);
+
 /* The disk write of an ON_DISK op returned ret (bytes, or -1 and err). */
 void iotune_wc_disk_done(struct iotune_wcache *c,
 			 struct iotune_wc_op *op,
