@@ -92,6 +92,7 @@ struct iotune_file {
 	struct iotune_cache *cache;
 	int fd;
 	bool write_through;
+	unsigned uncached_writes;	/* on their way to disk, no cache */
 	struct iotune_ra_file ra;
 	struct iotune_dio_file dio;
 };
@@ -124,6 +125,8 @@ struct iotune_cache *iotune_cache_of(struct files_struct *fsp);
 struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct iotune_file *file,
 					    struct files_struct *fsp,
+					    uint64_t off,
+					    size_t n,
 					    bool *may_cache);
 struct iotune_wcache *iotune_cache_core(struct iotune_cache *cache);
 bool iotune_cache_idle(const struct iotune_cache *cache);

@@ -43,6 +43,7 @@ struct iotune_pwrite_state {
 	uint64_t started_us;
 	bool dio;
 	struct iotune_cache *cache;	/* the cache op is in, or NULL */
+	struct iotune_file *uncached;	/* counts this write: no cache */
 	struct iotune_wc_op op;
 	struct iotune_aio_result result;
 };
@@ -116,6 +117,12 @@ static void iotune_pwrite_disk_done(struct tevent_req *subreq)
 	if (state->cache != NULL) {
 		iotune_cache_disk_done(state->cache, &state->op, ret,
 				       aio_state.error);
+	} else if (state->uncached != NULL) {
+		state->uncached->uncached_writes--;
+		state->uncached = NULL;
+		/* a cache another handle made meanwhile learns the size */
+		iotune_cache_note_disk_write(state->fsp,
+					     (uint64_t)state->offset, ret);
 	}
 	iotune_pwrite_finish(req, ret, aio_state.error);
 }
@@ -185,6 +192,7 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	};
 	if (file != NULL && offset >= 0) {
 		state->cache = iotune_cache_for_write(share, file, fsp,
+						      (uint64_t)offset, n,
 						      &may_cache);
 	}
 	if (state->cache == NULL) {
@@ -192,6 +200,9 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 					 &share->stats.wc : NULL);
 		if (!iotune_pwrite_to_disk(req)) {
 			iotune_pwrite_finish(req, -1, ENOMEM);
+		} else if (file != NULL && offset >= 0) {
+			state->uncached = file;
+			file->uncached_writes++;
 		}
 		goto out;
 	}

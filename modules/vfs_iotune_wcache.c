@@ -420,12 +420,10 @@ static bool iotune_caches_evict_idle(struct iotune_process *p)
 	return false;
 }
 
-static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
-						struct iotune_file *file)
+static struct iotune_wc_params iotune_cache_params(
+	const struct iotune_share *share)
 {
-	struct iotune_process *p = share->proc;
-	struct iotune_cache *cache = NULL;
-	struct iotune_wc_params params = {
+	return (struct iotune_wc_params) {
 		.capacity = share->config.write_cache_size,
 		.timeout_ms = share->config.write_cache_flush_timeout_ms,
 		.bypass_size = share->wc_bypass,
@@ -433,6 +431,14 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 		.copy_size = IOTUNE_COPY_IN_POOL,
 		.reserve_once = share->wc_reserve_once,
 	};
+}
+
+static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
+						struct iotune_file *file)
+{
+	struct iotune_process *p = share->proc;
+	struct iotune_cache *cache = NULL;
+	struct iotune_wc_params params = iotune_cache_params(share);
 	uint64_t most = MIN(p->max_caches, share->config.write_cache_max_files);
 	SMB_STRUCT_STAT st;
 
@@ -488,13 +494,22 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
 /*
  * The cache a write of this handle goes to: NULL when it must go to disk
  * directly.  The write's op says whether this handle may cache.
+ *
+ * A file gets a cache at its first write that the cache would keep: a
+ * stream of large writes passes through without one, and without the
+ * core's bookkeeping.  Nor while this handle's writes made without a
+ * cache are on their way to disk: a cache made now would not know them,
+ * and a newer cached write could land before an older one it overlaps.
  */
 struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct iotune_file *file,
 					    struct files_struct *fsp,
+					    uint64_t off,
+					    size_t n,
 					    bool *may_cache)
 {
 	struct iotune_cache *cache = iotune_cache_of(fsp);
+	struct iotune_wc_params params;
 
 	*may_cache = iotune_file_may_cache(share, file, fsp);
 	DBG_DEBUG("'%s': oplock %d, may cache %d, cache %p\n",
@@ -505,7 +520,9 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 		}
 		return cache;
 	}
-	if (!*may_cache) {
+	params = iotune_cache_params(share);
+	if (!*may_cache || file->uncached_writes > 0 ||
+	    !iotune_wc_would_keep(&params, off, n)) {
 		return NULL;
 	}
 	cache = iotune_cache_create(share, file);

@@ -148,6 +148,21 @@ static void op_complete(struct iotune_wcache *c, struct iotune_wc_op *op,
 	act->done = true;
 }
 
+static uint64_t bypass_size(const struct iotune_wc_params *p)
+{
+	if (p->bypass_size == 0 || p->bypass_size > p->capacity) {
+		return p->capacity;
+	}
+	return p->bypass_size;
+}
+
+bool iotune_wc_would_keep(const struct iotune_wc_params *p,
+			  uint64_t off,
+			  uint64_t n)
+{
+	return off + n >= off && n < bypass_size(p);
+}
+
 int iotune_wc_init(struct iotune_wcache *c,
 		   const struct iotune_wc_params *params,
 		   uint64_t disk_size,
@@ -164,9 +179,7 @@ int iotune_wc_init(struct iotune_wcache *c,
 		.stats = stats,
 	};
 	c->reserve_ahead = c->p.capacity;
-	if (c->p.bypass_size == 0 || c->p.bypass_size > c->p.capacity) {
-		c->p.bypass_size = c->p.capacity;
-	}
+	c->p.bypass_size = bypass_size(&c->p);
 	c->p.flushes = MAX(1, MIN(c->p.flushes, IOTUNE_WC_MAX_FLUSHES));
 	return 0;
 }
@@ -579,8 +592,8 @@ static bool step_write(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op_complete(c, op, 0, 0, act);
 		return true;
 	}
-	if (c->lost || c->no_reserve || op->off + op->n < op->off ||
-	    op->n >= c->p.bypass_size) {
+	if (c->lost || c->no_reserve ||
+	    !iotune_wc_would_keep(&c->p, op->off, op->n)) {
 		return step_to_disk(c, op, c->lost ? IOTUNE_FLUSH_BREAK :
 					       IOTUNE_FLUSH_BYPASS, act);
 	}

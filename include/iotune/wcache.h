@@ -258,6 +258,15 @@ struct iotune_wc_action {
 	bool cannot_reserve;	/* the file system refused a reservation */
 };
 
+/*
+ * Would a cache with these params keep a write of n bytes at off (if it
+ * has the right to)?  Writes of the bypass size or more go to disk: the
+ * caller makes no cache for them.
+ */
+bool iotune_wc_would_keep(const struct iotune_wc_params *p,
+			  uint64_t off,
+			  uint64_t n);
+
 int iotune_wc_init(struct iotune_wcache *c,
 		   const struct iotune_wc_params *params,
 		   uint64_t disk_size,

@@ -4,6 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -300,6 +301,20 @@ def profile_counters(smbd):
         if sep and value.strip().isdigit():
             counters[name.strip()] = int(value)
     return counters
+
+
+def iotune_counters(smbd, share):
+    """iotune's counters of one share, summed over smbd's processes
+    ('iotune-stat --json'; {} before any process published them)."""
+    r = subprocess.run([os.path.join(REPO, 'tools', 'iotune-stat'),
+                        '--configfile', smbd.conf, '--json'],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0 and 'no counters yet' in r.stderr:
+        return {}
+    if r.returncode != 0:
+        raise RuntimeError('iotune-stat --json: %s' % r.stderr)
+    shares = json.loads(r.stdout)['shares']
+    return shares.get(share, {}).get('counters', {})
 
 
 def smbclient(smbd, share, commands, check=True, timeout=300):

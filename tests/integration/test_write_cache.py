@@ -315,6 +315,38 @@ def test_cache_count_is_bounded_per_process(smbd):
             assert f.read() == b'data %d' % slot
 
 
+def test_large_writes_make_no_cache(smbd):
+    """A file written only in writes of the bypass size or more gets no
+    cache: with both caches of 'write cache max files = 2' holding dirty
+    data, 128 KiB writes to a third file are not refused a cache; a small
+    write to a fourth file is."""
+    def refused():
+        time.sleep(1.6)     # smbd processes publish once a second
+        return harness.iotune_counters(smbd, 'limited').get(
+            'wc_caches_refused', 0)
+
+    before = refused()
+    # quickly: smbd sets a written file's time after 2 s, which writes
+    # out and ends its cache
+    c = harness.ScriptClient(smbd, 'limited')
+    for slot, name in enumerate(['dirty0', 'dirty1', 'large', 'small']):
+        c.use(slot)
+        assert c.open(name + '.bin', 'batch')[0] == OPLOCK_BATCH
+        if name == 'large':
+            for i in range(4):
+                c.write(i * 128 * KIB, b'L' * (128 * KIB))
+        else:
+            c.write(0, name.encode())
+    with open(os.path.join(smbd.share_path('limited'), 'small.bin'),
+              'rb') as f:
+        assert f.read() == b'small'     # refused a cache: on disk
+    assert refused() == before + 1
+    for slot in range(4):
+        c.use(slot)
+        c.close()
+    c.quit()
+
+
 def test_timed_flush_writes_idle_data(smbd):
     client = harness.ScriptClient(smbd, 'timed')
     assert client.open('idle.bin', 'batch')[0] == OPLOCK_BATCH

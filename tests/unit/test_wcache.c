@@ -586,6 +586,24 @@ static void test_window_sized_writes_pass_straight_through(void **state)
 	assert_disk_is_model(f);
 }
 
+/* The caller makes no cache for a write that a cache would not keep */
+static void test_would_keep_below_the_bypass_size(void **state)
+{
+	struct iotune_wc_params p = { .capacity = CAP, .bypass_size = 0 };
+
+	(void)state;
+	/* no bypass size, or one past the window: the window's size */
+	assert_true(iotune_wc_would_keep(&p, 0, CAP - 1));
+	assert_false(iotune_wc_would_keep(&p, 0, CAP));
+	p.bypass_size = 2 * CAP;
+	assert_false(iotune_wc_would_keep(&p, 0, CAP));
+	p.bypass_size = 16 * KIB;
+	assert_true(iotune_wc_would_keep(&p, 8 * CAP, 16 * KIB - 1));
+	assert_false(iotune_wc_would_keep(&p, 8 * CAP, 16 * KIB));
+	/* an end past the largest offset is for the disk to refuse */
+	assert_false(iotune_wc_would_keep(&p, UINT64_MAX - 10, 4 * KIB));
+}
+
 static void test_large_write_goes_after_the_dirty_data_it_overlaps(
 	void **state)
 {
@@ -1647,6 +1665,7 @@ int main(void)
 		T(test_out_of_order_and_overlapping_writes),
 		T(test_writes_wait_behind_a_flush_in_order),
 		T(test_window_sized_writes_pass_straight_through),
+		T(test_would_keep_below_the_bypass_size),
 		T(test_large_write_goes_after_the_dirty_data_it_overlaps),
 		T(test_small_write_waits_for_overlapping_disk_write),
 		T(test_barrier_waits_for_older_data),
