@@ -138,6 +138,10 @@ void iotune_cache_disk_done(struct iotune_cache *cache,
 			    struct iotune_wc_op *op,
 			    ssize_t ret,
 			    int err);
+void iotune_cache_write_landed(struct iotune_cache *cache,
+			       struct iotune_wc_op *op,
+			       ssize_t ret,
+			       int err);
 int iotune_flush_for(struct files_struct *fsp,
 		     enum iotune_flush_reason reason,
 		     bool report);

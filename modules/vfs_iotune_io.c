@@ -115,8 +115,8 @@ static void iotune_pwrite_disk_done(struct tevent_req *subreq)
 	ret = iotune_disk_recv(subreq, state->dio, true, &aio_state);
 	TALLOC_FREE(subreq);
 	if (state->cache != NULL) {
-		iotune_cache_disk_done(state->cache, &state->op, ret,
-				       aio_state.error);
+		iotune_cache_write_landed(state->cache, &state->op, ret,
+					  aio_state.error);
 	} else if (state->uncached != NULL) {
 		state->uncached->uncached_writes--;
 		state->uncached = NULL;

@@ -500,6 +500,9 @@ static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
  * core's bookkeeping.  Nor while this handle's writes made without a
  * cache are on their way to disk: a cache made now would not know them,
  * and a newer cached write could land before an older one it overlaps.
+ * (Per handle: another handle of the file, with the same lease key, may
+ * make the cache meanwhile; their overlapping writes, both in flight,
+ * then land in either order, as on a share without iotune.)
  */
 struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct iotune_file *file,

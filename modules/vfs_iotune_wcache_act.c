@@ -388,6 +388,20 @@ void iotune_cache_disk_done(struct iotune_cache *cache,
 	iotune_cache_apply(cache, &act);
 }
 
+/*
+ * A write sent to disk past the cache landed, in its own completion (not
+ * inside iotune_cache_apply()): the cache may have nothing left to do.
+ * Neither the idle timer, which found it busy, nor a wake looks again.
+ */
+void iotune_cache_write_landed(struct iotune_cache *cache,
+			       struct iotune_wc_op *op,
+			       ssize_t ret,
+			       int err)
+{
+	iotune_cache_disk_done(cache, op, ret, err);
+	iotune_cache_maybe_release(cache);
+}
+
 static int iotune_barrier_destructor(struct iotune_barrier *b)
 {
 	if (b->cache != NULL) {
