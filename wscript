@@ -28,6 +28,7 @@ out = 'build'
 CORE_SOURCES = [
     'modules/wcache.c',
     'modules/wcache_flush.c',
+    'modules/wcache_reserve.c',
     'modules/wcache_buf.c',
     'modules/config.c',
     'modules/stats.c',
