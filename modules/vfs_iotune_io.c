@@ -178,9 +178,13 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	struct tevent_req *req = NULL;
 	struct iotune_pwrite_state *state = NULL;
 	struct iotune_share *share = iotune_share_of(handle);
-	struct iotune_file *file = iotune_file_of(handle, fsp);
+	struct iotune_file *file = NULL;
 	bool may_cache = false;
 
+	/* a negative offset is for the disk to refuse: no cache, no count */
+	if (offset >= 0) {
+		file = iotune_file_of(handle, fsp);
+	}
 	req = tevent_req_create(mem_ctx, &state, struct iotune_pwrite_state);
 	if (req == NULL) {
 		return NULL;
@@ -190,7 +194,7 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 		.data = data, .n = n, .offset = offset,
 		.started_us = iotune_now_us(),
 	};
-	if (file != NULL && offset >= 0) {
+	if (file != NULL) {
 		state->cache = iotune_cache_for_write(share, file, fsp,
 						      (uint64_t)offset, n,
 						      &may_cache);
@@ -200,7 +204,7 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 					 &share->stats.wc : NULL);
 		if (!iotune_pwrite_to_disk(req)) {
 			iotune_pwrite_finish(req, -1, ENOMEM);
-		} else if (file != NULL && offset >= 0) {
+		} else if (file != NULL) {
 			state->uncached = file;
 			file->uncached_writes++;
 		}

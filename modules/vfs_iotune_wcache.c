@@ -276,8 +276,7 @@ static void iotune_cache_unreserve(struct iotune_cache *cache,
 			   iotune_cache_name(cache), len, strerror(errno));
 		return;
 	}
-	end = ((uint64_t)st.st_ex_size + IOTUNE_WC_RESERVE_ALIGN - 1) &
-	      ~(uint64_t)(IOTUNE_WC_RESERVE_ALIGN - 1);
+	end = iotune_wc_reserve_round_up((uint64_t)st.st_ex_size);
 	if (st.st_ex_size < 0 || end != off) {
 		DBG_INFO("'%s' changed size (%jd bytes): the %" PRIu64 " bytes "
 			 "reserved past its end stay\n",
@@ -433,12 +432,14 @@ static struct iotune_wc_params iotune_cache_params(
 	};
 }
 
-static struct iotune_cache *iotune_cache_create(struct iotune_share *share,
-						struct iotune_file *file)
+static struct iotune_cache *iotune_cache_create(
+	struct iotune_share *share,
+	struct iotune_file *file,
+	const struct iotune_wc_params *share_params)
 {
 	struct iotune_process *p = share->proc;
 	struct iotune_cache *cache = NULL;
-	struct iotune_wc_params params = iotune_cache_params(share);
+	struct iotune_wc_params params = *share_params;
 	uint64_t most = MIN(p->max_caches, share->config.write_cache_max_files);
 	SMB_STRUCT_STAT st;
 
@@ -528,7 +529,7 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 	    !iotune_wc_would_keep(&params, off, n)) {
 		return NULL;
 	}
-	cache = iotune_cache_create(share, file);
+	cache = iotune_cache_create(share, file, &params);
 	if (cache != NULL) {
 		iotune_cache_attach(cache, file);
 	}

@@ -3,9 +3,8 @@
  * one needs (absorb, copy, go to disk, wait, fail), and windows (pure
  * core, no Samba).  Reservations are in wcache_reserve.c, flushes and
  * their errors in wcache_flush.c, buffers, extents and reads in
- * wcache_buf.c; the rules
- * are summed up in include/iotune/wcache.h and explained in
- * docs/design.md.
+ * wcache_buf.c; the rules are summed up in include/iotune/wcache.h and
+ * explained in docs/design.md.
  *
  * Copyright (C) iotune authors 2026
  *

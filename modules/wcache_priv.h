@@ -72,8 +72,6 @@ void iotune_wc_run(struct iotune_wcache *c, uint64_t now_ms,
 bool iotune_wc_active_full(const struct iotune_wcache *c);
 
 /* wcache_reserve.c */
-/* the end of file on disk, rounded up to a whole reservation block */
-uint64_t iotune_wc_eof_aligned(const struct iotune_wcache *c);
 /* reserves a new window at base: 0, ENOSPC or EOPNOTSUPP */
 int iotune_wc_reserve_window(struct iotune_wcache *c, uint64_t base);
 void iotune_wc_take_reserved_past_eof(struct iotune_wcache *c,

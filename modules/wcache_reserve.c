@@ -90,11 +90,16 @@ static void reserve_plan(struct iotune_wcache *c, uint64_t base, uint64_t lo,
 	}
 }
 
-/* The end of file on disk, rounded up to a whole reservation block */
-uint64_t iotune_wc_eof_aligned(const struct iotune_wcache *c)
+uint64_t iotune_wc_reserve_round_up(uint64_t size)
 {
-	return (c->disk_size + WC_RESERVE_ALIGN - 1) &
+	return (size + WC_RESERVE_ALIGN - 1) &
 	       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
+}
+
+/* The end of file on disk, rounded up to a whole reservation block */
+static uint64_t eof_aligned(const struct iotune_wcache *c)
+{
+	return iotune_wc_reserve_round_up(c->disk_size);
 }
 
 int iotune_wc_reserve_window(struct iotune_wcache *c, uint64_t base)
@@ -107,7 +112,7 @@ int iotune_wc_reserve_window(struct iotune_wcache *c, uint64_t base)
 
 	if (!c->p.sparse) {
 		/* a file without holes has its blocks up to the end of file */
-		lo = MAX(lo, iotune_wc_eof_aligned(c));
+		lo = MAX(lo, eof_aligned(c));
 	}
 	if (c->io->reserve == NULL || c->no_reserve || lo >= hi) {
 		return 0;
@@ -149,7 +154,7 @@ void iotune_wc_take_reserved_past_eof(struct iotune_wcache *c,
 				      uint64_t *off,
 				      uint64_t *len)
 {
-	uint64_t eof = iotune_wc_eof_aligned(c);
+	uint64_t eof = eof_aligned(c);
 
 	*off = 0;
 	*len = 0;
@@ -170,7 +175,7 @@ bool iotune_wc_take_reservation(struct iotune_wcache *c,
 	if (iotune_wc_is_dirty(c) || iotune_wc_flush_in_flight(c) ||
 	    iotune_wc_copies_in_flight(c) || c->queue != NULL ||
 	    c->to_disk != NULL || c->on_disk != NULL ||
-	    c->reserved_end <= iotune_wc_eof_aligned(c)) {
+	    c->reserved_end <= eof_aligned(c)) {
 		return false;
 	}
 	iotune_wc_take_reserved_past_eof(c, off, len);

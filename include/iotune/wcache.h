@@ -190,6 +190,10 @@ struct iotune_wc_params {
  * back starts at the end of file rounded up to one */
 #define IOTUNE_WC_RESERVE_ALIGN 4096
 
+/* A file size rounded up to a whole reservation block: where what is
+ * given back past the end of file starts */
+uint64_t iotune_wc_reserve_round_up(uint64_t size);
+
 /* the most windows of one cache on their way to disk at once */
 #define IOTUNE_WC_MAX_FLUSHES 4
 
