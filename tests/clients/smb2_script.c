@@ -71,6 +71,8 @@ struct client {
 	uint64_t break_fid_persistent;
 	uint64_t break_fid_volatile;
 	bool autoack;
+	struct smbXcli_tcon *trees[4];	/* tree 0: the share connected */
+	unsigned n_trees;
 };
 
 static struct tevent_req *client_ack_send(struct client *c,
@@ -674,9 +676,10 @@ static void cmd_getinfo(struct client *c, TALLOC_CTX *mem_ctx)
 		printf("err %s\n", nt_errstr(status));
 		return;
 	}
-	printf("ok size=%llu mtime=%llu\n",
+	printf("ok size=%llu mtime=%llu alloc=%llu\n",
 	       (unsigned long long)BVAL(out.data, 40),
-	       (unsigned long long)BVAL(out.data, 16));
+	       (unsigned long long)BVAL(out.data, 16),
+	       (unsigned long long)BVAL(out.data, 32));
 }
 
 /* Opens name with fixed arguments; false (and "err") on failure */
@@ -732,12 +735,14 @@ static void cmd_stat(struct client *c, TALLOC_CTX *mem_ctx,
 		return;
 	}
 	close_plain(c, mem_ctx, fid_p, fid_v);
-	printf("ok size=%llu\n", (unsigned long long)cr.end_of_file);
+	printf("ok size=%llu alloc=%llu\n",
+	       (unsigned long long)cr.end_of_file,
+	       (unsigned long long)cr.allocation_size);
 }
 
 /* FileDirectoryInformation entries of the share's root: NAME=SIZE */
 static void print_dir_entries(TALLOC_CTX *mem_ctx, const uint8_t *p,
-			      uint32_t len)
+			      uint32_t len, bool alloc)
 {
 	uint32_t pos = 0;
 
@@ -755,6 +760,10 @@ static void print_dir_entries(TALLOC_CTX *mem_ctx, const uint8_t *p,
 					  &converted)) {
 			printf(" %s=%llu", name,
 			       (unsigned long long)BVAL(p, pos + 40));
+			if (alloc) {
+				printf("/%llu", (unsigned long long)
+				       BVAL(p, pos + 48));
+			}
 		}
 		if (next == 0) {
 			break;
@@ -764,7 +773,7 @@ static void print_dir_entries(TALLOC_CTX *mem_ctx, const uint8_t *p,
 }
 
 static void cmd_list(struct client *c, TALLOC_CTX *mem_ctx,
-		     const char *pattern)
+		     const char *pattern, bool alloc)
 {
 	struct smb_create_returns cr = { 0 };
 	struct tevent_req *req = NULL;
@@ -794,7 +803,7 @@ static void cmd_list(struct client *c, TALLOC_CTX *mem_ctx,
 		return;
 	}
 	printf("ok");
-	print_dir_entries(mem_ctx, data, len);
+	print_dir_entries(mem_ctx, data, len, alloc);
 	printf("\n");
 }
 
@@ -910,7 +919,53 @@ static void do_stat(struct client *c, TALLOC_CTX *m, char **w, int n)
 
 static void do_list(struct client *c, TALLOC_CTX *m, char **w, int n)
 {
-	cmd_list(c, m, w[1]);
+	cmd_list(c, m, w[1], n > 2 && strcmp(w[2], "alloc") == 0);
+}
+
+/* A second tree connect on the same session: "ok tree=N" */
+static void do_tcon(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	struct smbXcli_tcon *tcon = NULL;
+	struct tevent_req *req = NULL;
+	char *unc = NULL;
+	NTSTATUS status;
+
+	if (c->n_trees >= ARRAY_SIZE(c->trees)) {
+		printf("err too many trees\n");
+		return;
+	}
+	tcon = smbXcli_tcon_create(c);
+	unc = talloc_asprintf(m, "\\\\%s\\%s",
+			      smbXcli_conn_remote_name(c->cli->conn), w[1]);
+	if (tcon == NULL || unc == NULL) {
+		printf("err no memory\n");
+		return;
+	}
+	req = smb2cli_tcon_send(m, c->ev, c->cli->conn, c->timeout,
+				c->cli->smb2.session, tcon, 0, unc);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_tcon_recv(req);
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	c->trees[c->n_trees] = tcon;
+	printf("ok tree=%u\n", c->n_trees++);
+}
+
+/* Later calls go to tree N (handles belong to the tree they came from) */
+static void do_tree(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	unsigned t = (unsigned)strtoul(w[1], NULL, 10);
+
+	if (t >= c->n_trees) {
+		printf("err no tree %u\n", t);
+		return;
+	}
+	c->cli->smb2.tcon = c->trees[t];
+	printf("ok\n");
 }
 
 static void do_leasekey(struct client *c, TALLOC_CTX *m, char **w, int n)
@@ -961,6 +1016,8 @@ static const struct {
 	{ "leasekey", 2, do_leasekey },
 	{ "autoack", 1, do_autoack },
 	{ "use", 2, do_use },
+	{ "tcon", 2, do_tcon },
+	{ "tree", 2, do_tree },
 };
 
 static void run_command(struct client *c, char *line)
@@ -1027,6 +1084,8 @@ int main(int argc, const char **argv)
 		return 1;
 	}
 	c->timeout = 60000;
+	c->trees[0] = c->cli->smb2.tcon;
+	c->n_trees = 1;
 	c->lease_key.data[0] = (uint64_t)getpid();
 	c->lease_key.data[1] = (uint64_t)time(NULL);
 	if (!client_arm_break(c)) {

@@ -461,18 +461,44 @@ class ScriptClient:
 
     def getinfo(self):
         """(EndOfFile, LastWriteTime) of the open handle"""
-        words = dict(w.split('=') for w in self.call('getinfo').split())
-        return int(words['size']), int(words['mtime'])
+        words = self.getinfo_all()
+        return words['size'], words['mtime']
+
+    def getinfo_all(self):
+        """{'size', 'mtime', 'alloc'} (FileNetworkOpenInformation's
+        EndOfFile, LastWriteTime, AllocationSize) of the open handle"""
+        return {k: int(v) for k, v in (w.split('=') for w in
+                                        self.call('getinfo').split())}
 
     def stat(self, name):
         """EndOfFile as a stat open (CREATE with FILE_READ_ATTRIBUTES)
         of name reports it"""
-        return int(self.call('stat %s' % name).split('=')[1])
+        return self.stat_all(name)[0]
+
+    def stat_all(self, name):
+        """(EndOfFile, AllocationSize) from a stat open's CREATE"""
+        words = dict(w.split('=') for w in
+                     self.call('stat %s' % name).split())
+        return int(words['size']), int(words['alloc'])
 
     def list(self, pattern='*'):
         """{name: EndOfFile} of the share's root"""
         out = self.call('list %s' % pattern).split()
         return {k: int(v) for k, v in (w.rsplit('=', 1) for w in out)}
+
+    def list_all(self, pattern='*'):
+        """{name: (EndOfFile, AllocationSize)} of the share's root"""
+        out = self.call('list %s alloc' % pattern).split()
+        return {k: tuple(int(x) for x in v.split('/'))
+                for k, v in (w.rsplit('=', 1) for w in out)}
+
+    def tcon(self, share):
+        """a further tree connect on the same session: its number"""
+        return int(self.call('tcon %s' % share).split('=')[1])
+
+    def tree(self, number):
+        """later calls go to tree number (0: the first)"""
+        self.call('tree %d' % number)
 
     def leasekey(self, key):
         """later lease opens use this 16-byte lease key"""
@@ -522,6 +548,19 @@ def mount_tmpfs(path, size):
     os.makedirs(path, exist_ok=True)
     subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%s' % size,
                     'tmpfs', path], check=True)
+
+
+def mount_image(path, fstype, size_mb):
+    """A file system of fstype ('xfs', 'btrfs', 'ext4') on a loop device
+    over a sparse image file next to path, mounted at path"""
+    os.makedirs(path, exist_ok=True)
+    image = path + '.img'
+    with open(image, 'wb') as f:
+        f.truncate(size_mb * 1024 * 1024)
+    mkfs = {'ext4': ['mkfs.ext4', '-q', '-F'], 'xfs': ['mkfs.xfs', '-q', '-f'],
+            'btrfs': ['mkfs.btrfs', '-q', '-f']}[fstype]
+    subprocess.run(mkfs + [image], check=True)
+    subprocess.run(['mount', '-o', 'loop', image, path], check=True)
 
 
 def umount(path):
