@@ -45,7 +45,6 @@ struct iotune_share {
 	bool wc_leases;			/* ... under leases too */
 	uint64_t wc_bypass;		/* writes this large go to disk */
 	unsigned wc_flushes;		/* windows in flight per cache */
-	bool wc_reserve_once;		/* strict allocate: no reserving ahead */
 	struct iotune_ra_config ra_config;
 	bool ra_active;			/* prefetch or drop-behind to do */
 	bool dio_unsupported;		/* the file system refused O_DIRECT */

@@ -99,9 +99,6 @@ void iotune_wcache_share_init(struct iotune_share *share, int snum)
 	}
 	share->wc_bypass = MIN(bypass, share->config.write_cache_size);
 	share->wc_flushes = costly ? IOTUNE_WC_MAX_FLUSHES : 1;
-	/* smbd's strict allocate ftruncate does nothing at the same size:
-	 * a reservation past the end of file could not be given back */
-	share->wc_reserve_once = lp_strict_allocate(snum);
 	DBG_INFO("share '%s': writes of %" PRIu64 " bytes or more go "
 		 "straight to disk, %u windows per file on their way to "
 		 "disk at once\n", share->name, share->wc_bypass,
@@ -181,7 +178,13 @@ static ssize_t iotune_cache_sync_pwrite(void *private_data,
 				   (off_t)off);
 }
 
-/* Space for what the cache will write, without changing the file size */
+/*
+ * The blocks of a write the cache acknowledges, [off, off + len): a
+ * fallocate without KEEP_SIZE, which also moves the end of file to
+ * off + len when that is further, as the write will.  So every tree,
+ * handle and process sees the size a share without the cache shows, and
+ * the blocks held are those the data needs: nothing is ever given back.
+ */
 static int iotune_cache_reserve(void *private_data, uint64_t off,
 				uint64_t len)
 {
@@ -189,9 +192,8 @@ static int iotune_cache_reserve(void *private_data, uint64_t off,
 	struct iotune_file *owner = cache->files;
 	int ret;
 
-	ret = SMB_VFS_NEXT_FALLOCATE(owner->handle, owner->fsp,
-				     VFS_FALLOCATE_FL_KEEP_SIZE, (off_t)off,
-				     (off_t)len);
+	ret = SMB_VFS_NEXT_FALLOCATE(owner->handle, owner->fsp, 0,
+				     (off_t)off, (off_t)len);
 	return ret == 0 ? 0 : errno;
 }
 
@@ -250,57 +252,6 @@ static void iotune_cache_detach(struct iotune_file *file)
 }
 
 /*
- * Gives back what was reserved past the end of file and never written,
- * [off, off + len), off the end of file the cache knows rounded up to a
- * block.  Linux's ext4 ignores a hole punched past the end of file: only
- * a truncate frees blocks there.  So the file is truncated to the size it
- * has, and only when that is the size the cache knows: an end of file
- * that anyone else moved is left alone.  The truncate moves the file's
- * times, which are put back (smbd may have set them).
- */
-static void iotune_cache_unreserve(struct iotune_cache *cache,
-				   uint64_t off,
-				   uint64_t len)
-{
-	struct iotune_file *owner = cache->files;
-	struct smb_file_time ft;
-	SMB_STRUCT_STAT st;
-	uint64_t end;
-
-	if (len == 0 || owner == NULL || fsp_get_io_fd(owner->fsp) == -1) {
-		return;
-	}
-	if (SMB_VFS_NEXT_FSTAT(owner->handle, owner->fsp, &st) != 0) {
-		DBG_NOTICE("'%s': %" PRIu64 " bytes reserved past its end "
-			   "stay, fstat failed: %s\n",
-			   iotune_cache_name(cache), len, strerror(errno));
-		return;
-	}
-	end = iotune_wc_reserve_round_up((uint64_t)st.st_ex_size);
-	if (st.st_ex_size < 0 || end != off) {
-		DBG_INFO("'%s' changed size (%jd bytes): the %" PRIu64 " bytes "
-			 "reserved past its end stay\n",
-			 iotune_cache_name(cache), (intmax_t)st.st_ex_size,
-			 len);
-		return;
-	}
-	if (SMB_VFS_NEXT_FTRUNCATE(owner->handle, owner->fsp,
-				   st.st_ex_size) != 0) {
-		DBG_NOTICE("'%s': %" PRIu64 " bytes reserved past its end "
-			   "stay, ftruncate failed: %s\n",
-			   iotune_cache_name(cache), len, strerror(errno));
-		return;
-	}
-	init_smb_file_time(&ft);
-	ft.atime = st.st_ex_atime;
-	ft.mtime = st.st_ex_mtime;
-	if (SMB_VFS_NEXT_FNTIMES(owner->handle, owner->fsp, &ft) != 0) {
-		DBG_INFO("'%s': times not put back: %s\n",
-			 iotune_cache_name(cache), strerror(errno));
-	}
-}
-
-/*
  * Ends a cache: data that is still dirty is dropped (and logged), ops
  * still queued fail (smbd waits for a handle's requests before closing
  * it, so none are expected).  Callers flush first.
@@ -310,14 +261,12 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	struct iotune_process *p = cache->proc;
 	struct iotune_wc_action act;
 	struct iotune_wc_op *op = NULL;
-	uint64_t off;
-	uint64_t len;
 
 	SMB_ASSERT(!iotune_cache_flushing(cache) && cache->sync == 0);
 	iotune_cache_wait_copies(cache);
 	TALLOC_FREE(cache->tick_timer);
 	cache->ending = true;
-	iotune_wc_end(&cache->wc, &off, &len, &act);
+	iotune_wc_end(&cache->wc, &act);
 	iotune_cache_log(cache, &act);
 	while ((op = iotune_wc_next_done(&cache->wc)) != NULL) {
 		iotune_op_complete(op);
@@ -325,7 +274,6 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	while ((op = iotune_wc_next_orphan(&cache->wc)) != NULL) {
 		iotune_pwrite_detach(op);
 	}
-	iotune_cache_unreserve(cache, off, len);
 	while (cache->files != NULL) {
 		iotune_cache_detach(cache->files);
 	}
@@ -363,8 +311,8 @@ static void iotune_cache_idle_timer_fn(struct tevent_context *ev,
  * A cache whose handles still hold the right to cache stays up to
  * IOTUNE_CACHE_IDLE_KEEP_MS for the stream's next write, or until a new
  * cache needs its place: ended at every window written out, a stream
- * mapped and faulted in a new window buffer and reserved anew for each
- * window (iotune_caches_evict_idle()).
+ * mapped and faulted in a new window buffer for each window
+ * (iotune_caches_evict_idle()).
  */
 static void iotune_cache_release(struct iotune_cache *cache, bool keep)
 {
@@ -428,7 +376,6 @@ static struct iotune_wc_params iotune_cache_params(
 		.bypass_size = share->wc_bypass,
 		.flushes = share->wc_flushes,
 		.copy_size = IOTUNE_COPY_IN_POOL,
-		.reserve_once = share->wc_reserve_once,
 	};
 }
 
@@ -439,7 +386,7 @@ static struct iotune_cache *iotune_cache_create(
 {
 	struct iotune_process *p = share->proc;
 	struct iotune_cache *cache = NULL;
-	struct iotune_wc_params params = *share_params;
+	const struct iotune_wc_params params = *share_params;
 	uint64_t most = MIN(p->max_caches, share->config.write_cache_max_files);
 	SMB_STRUCT_STAT st;
 
@@ -464,9 +411,6 @@ static struct iotune_cache *iotune_cache_create(
 	if (SMB_VFS_NEXT_FSTAT(file->handle, file->fsp, &st) != 0) {
 		return NULL;
 	}
-	/* holes inside the file must be reserved too */
-	params.sparse = (uint64_t)st.st_ex_blocks * 512 <
-			(uint64_t)st.st_ex_size;
 	cache = talloc_zero(p, struct iotune_cache);
 	if (cache == NULL) {
 		return NULL;
@@ -546,8 +490,6 @@ void iotune_caches_check(struct iotune_process *p, bool files_changed)
 	struct iotune_cache *cache = NULL;
 	struct iotune_cache *next = NULL;
 	struct iotune_wc_action act;
-	uint64_t off;
-	uint64_t len;
 
 	for (cache = p->caches; cache != NULL; cache = next) {
 		next = cache->next;
@@ -562,10 +504,6 @@ void iotune_caches_check(struct iotune_process *p, bool files_changed)
 		iotune_wc_lose_right(&cache->wc, iotune_now_ms(), &act);
 		iotune_cache_apply(cache, &act);
 		(void)iotune_cache_flush_now(cache, IOTUNE_FLUSH_BREAK);
-		/* before the ack is read, no other client has written */
-		if (iotune_wc_take_reservation(&cache->wc, &off, &len)) {
-			iotune_cache_unreserve(cache, off, len);
-		}
 		iotune_cache_maybe_release(cache);
 	}
 }
@@ -585,9 +523,8 @@ void iotune_caches_counting(struct iotune_process *p)
  * sendfile, sync I/O): write everything out and wait for it.  A write
  * (report) also hears of data that was dropped earlier, like the next
  * write, flush or close does.  The cache ends now if it can, not after
- * IOTUNE_CACHE_IDLE_KEEP_MS: what it reserved past the end of file is
- * given back before the call changes the file (a fallocate or a punched
- * hole would leave the reservations it knows stale).
+ * IOTUNE_CACHE_IDLE_KEEP_MS: the call may change what is allocated (a
+ * truncate, a punched hole), and a new cache reserves anew.
  */
 int iotune_flush_for(struct files_struct *fsp,
 		     enum iotune_flush_reason reason,

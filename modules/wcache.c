@@ -166,7 +166,6 @@ int iotune_wc_init(struct iotune_wcache *c,
 		.io = io,
 		.stats = stats,
 	};
-	c->reserve_ahead = c->p.capacity;
 	c->p.bypass_size = bypass_size(&c->p);
 	c->p.flushes = MAX(1, MIN(c->p.flushes, IOTUNE_WC_MAX_FLUSHES));
 	return 0;
@@ -217,8 +216,7 @@ bool iotune_wc_copies_in_flight(const struct iotune_wcache *c)
 void iotune_wc_set_disk_size(struct iotune_wcache *c, uint64_t size)
 {
 	c->disk_size = size;
-	/* blocks past a new end of file are gone, or inside the file now */
-	c->reserved_end = 0;
+	/* blocks past a new end of file are gone */
 	iotune_wc_forget_reservations(c);
 }
 
@@ -268,11 +266,7 @@ static bool dirty_overlaps(const struct iotune_wcache *c, uint64_t off,
 	return iotune_wc_buf_overlaps(&c->active, off, end);
 }
 
-/*
- * Places a window for a write of [off, end) into the empty active buffer
- * and reserves its disk space.  Returns 0, ENOMEM, ENOSPC (no room: write
- * it through) or EOPNOTSUPP (the file system cannot reserve).
- */
+/* Where a window for a write of [off, end) starts */
 static uint64_t choose_base(uint64_t capacity, uint64_t off, uint64_t end)
 {
 	uint64_t base = off - off % capacity;
@@ -287,20 +281,16 @@ static uint64_t choose_base(uint64_t capacity, uint64_t off, uint64_t end)
 	return off;
 }
 
+/* Places a window into the empty active buffer: 0 or ENOMEM */
 static int place_window(struct iotune_wcache *c, uint64_t off, uint64_t end)
 {
 	uint64_t base = choose_base(c->p.capacity, off, end);
-	int ret;
 
 	if (c->active.data == NULL) {
 		c->active.data = iotune_wc_take_buffer(c);
 		if (c->active.data == NULL) {
 			return ENOMEM;
 		}
-	}
-	ret = iotune_wc_reserve_window(c, base);
-	if (ret != 0) {
-		return ret;
 	}
 	c->active.base = base;
 	c->window = true;
@@ -314,13 +304,17 @@ bool iotune_wc_active_full(const struct iotune_wcache *c)
 	       c->active.ext[0].len == c->p.capacity;
 }
 
-enum absorb_result { ABSORB_NO, ABSORB_COPIED, ABSORB_TO_COPY };
+enum absorb_result {
+	ABSORB_NO, ABSORB_COPIED, ABSORB_TO_COPY,
+	ABSORB_NO_SPACE,	/* its bytes could not be reserved */
+	ABSORB_NO_RESERVE,	/* the file system cannot reserve */
+};
 
 /*
- * Takes a write into the active window: copied now, or (a large write
- * over clean bytes) left for the caller to copy; ABSORB_NO when there is
- * no window (place_window() places one for the first write) or it does
- * not fit.
+ * Takes a write into the active window once its bytes are reserved:
+ * copied now, or (a large write over clean bytes) left for the caller to
+ * copy; ABSORB_NO when there is no window (place_window() places one for
+ * the first write) or it does not fit.
  */
 static enum absorb_result absorb(struct iotune_wcache *c,
 				 struct iotune_wc_op *op,
@@ -333,6 +327,14 @@ static enum absorb_result absorb(struct iotune_wcache *c,
 	if (!c->window || op->off < c->active.base ||
 	    end > c->active.base + c->p.capacity) {
 		return ABSORB_NO;
+	}
+	switch (iotune_wc_reserve_write(c, op->off, end)) {
+	case 0:
+		break;
+	case ENOSPC:
+		return ABSORB_NO_SPACE;
+	default:
+		return ABSORB_NO_RESERVE;
 	}
 	dst = c->active.data + (op->off - c->active.base);
 	caller_copies = c->p.copy_size != 0 && op->n >= c->p.copy_size &&
@@ -413,16 +415,14 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 			return false;	/* behind the flush */
 		}
 		ret = place_window(c, op->off, op->off + op->n);
-		if (ret == ENOMEM) {
-			op_complete(c, op, -1, ENOMEM, act);
+		if (ret != 0) {
+			op_complete(c, op, -1, ret, act);
 			return true;
 		}
-		if (ret == EOPNOTSUPP) {
-			act->cannot_reserve = true;
-		}
-		if (ret != 0) {
-			return step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act);
-		}
+	}
+	if (r == ABSORB_NO_SPACE || r == ABSORB_NO_RESERVE) {
+		act->cannot_reserve |= r == ABSORB_NO_RESERVE;
+		return step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act);
 	}
 	if (r == ABSORB_TO_COPY) {
 		op_to_copy(c, op, act);
@@ -679,10 +679,7 @@ bool iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
 	return true;
 }
 
-void iotune_wc_end(struct iotune_wcache *c,
-		   uint64_t *release_off,
-		   uint64_t *release_len,
-		   struct iotune_wc_action *act)
+void iotune_wc_end(struct iotune_wcache *c, struct iotune_wc_action *act)
 {
 	*act = (struct iotune_wc_action) { 0 };
 	act->drop_err = iotune_wc_failed(c) ? c->last_err : 0;
@@ -691,10 +688,5 @@ void iotune_wc_end(struct iotune_wcache *c,
 	while (c->queue != NULL) {
 		op_complete(c, c->queue, -1, EBADF, act);
 	}
-	iotune_wc_take_reserved_past_eof(c, release_off, release_len);
-	if (c->lost) {
-		/* another client may have written there since */
-		*release_off = 0;
-		*release_len = 0;
-	}
+	iotune_wc_forget_reservations(c);
 }

@@ -72,11 +72,12 @@ void iotune_wc_run(struct iotune_wcache *c, uint64_t now_ms,
 bool iotune_wc_active_full(const struct iotune_wcache *c);
 
 /* wcache_reserve.c */
-/* reserves a new window at base: 0, ENOSPC or EOPNOTSUPP */
-int iotune_wc_reserve_window(struct iotune_wcache *c, uint64_t base);
-void iotune_wc_take_reserved_past_eof(struct iotune_wcache *c,
-				      uint64_t *off,
-				      uint64_t *len);
+/*
+ * Reserves the bytes [off, end) of a write about to be absorbed: 0,
+ * ENOSPC (no room: write it through) or EOPNOTSUPP (cannot reserve).
+ */
+int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
+			    uint64_t end);
 
 /* wcache_flush.c */
 /* a retry of failed data is being written */

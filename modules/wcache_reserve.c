@@ -1,8 +1,8 @@
 /*
- * iotune - per-file write cache: the disk space reserved for windows,
- * ahead of a stream, and what is given back past the end of file (pure
- * core, no Samba).  The rules are summed up in include/iotune/wcache.h
- * and explained in docs/design.md ("Reservation").
+ * iotune - per-file write cache: the disk space reserved for what a
+ * write acknowledged from the cache will write (pure core, no Samba).
+ * The rules are summed up in include/iotune/wcache.h and explained in
+ * docs/design.md ("Reservation").
  *
  * Copyright (C) iotune authors 2026
  *
@@ -25,159 +25,65 @@
 
 #include "wcache_priv.h"
 
-#define WC_RESERVE_ALIGN IOTUNE_WC_RESERVE_ALIGN
-
 /*
- * A stream reserves ahead of its windows, twice as far at each call, up
- * to this (or one window, if larger).  Linux's fallocate waits for the
- * direct writes in flight on the file (inode_dio_wait): on an O_DIRECT
- * share, a reservation per window stopped smbd's main thread for a
- * window's flush, about 0.6 ms per MiB, and cut 64 KiB writes by a
- * quarter.
+ * A write is reserved exactly: io->reserve allocates the blocks of
+ * [off, end) and moves the end of file to end when that is further, as
+ * the write itself would.  Nothing else is ever reserved, so nothing is
+ * ever given back: no truncate, no punched hole, nothing decided on a
+ * size read earlier.  The range reserved last is remembered, so that a
+ * write into it (rewriting cached bytes, a stream's next piece of a
+ * block) makes no call.
  */
-#define WC_RESERVE_AHEAD_MAX (16 * 1024 * 1024)
+static bool reserved_already(const struct iotune_wcache *c, uint64_t off,
+			     uint64_t end)
+{
+	return c->reserved_hi > c->reserved_lo && off >= c->reserved_lo &&
+	       end <= c->reserved_hi;
+}
 
-/* One call of io->reserve for [lo, hi): 0, ENOSPC or EOPNOTSUPP */
-static int reserve_range(struct iotune_wcache *c, uint64_t lo, uint64_t hi)
+static void remember_reserved(struct iotune_wcache *c, uint64_t off,
+			      uint64_t end)
+{
+	if (c->reserved_hi > c->reserved_lo && off <= c->reserved_hi &&
+	    end >= c->reserved_lo) {
+		/* touches or overlaps what is known: one range */
+		c->reserved_lo = MIN(c->reserved_lo, off);
+		c->reserved_hi = MAX(c->reserved_hi, end);
+		return;
+	}
+	c->reserved_lo = off;
+	c->reserved_hi = end;
+}
+
+int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
+			    uint64_t end)
 {
 	int ret;
 
+	if (c->io->reserve == NULL || end <= off ||
+	    reserved_already(c, off, end)) {
+		return 0;
+	}
 	WC_COUNT(c, reserve_calls, 1);
-	ret = c->io->reserve(c->io->private_data, lo, hi - lo);
+	ret = c->io->reserve(c->io->private_data, off, end - off);
 	if (ret == ENOSPC || ret == EDQUOT) {
-		/* a failed call may leave blocks behind: given back too */
-		c->reserved_end = MAX(c->reserved_end, hi);
+		/* the write goes to disk and fails there, as without us */
+		WC_COUNT(c, reserve_full, 1);
+		iotune_wc_forget_reservations(c);
 		return ENOSPC;
 	}
 	if (ret != 0) {
 		c->no_reserve = true;
+		iotune_wc_forget_reservations(c);
 		return EOPNOTSUPP;
 	}
-	c->reserved_end = MAX(c->reserved_end, hi);
-	return 0;
-}
-
-/*
- * Where a reservation for [lo, hi) starts and how far ahead it reaches:
- * a window that continues the range reserved last reserves from its end,
- * twice as far ahead as the last time; any other starts a new range.
- */
-static void reserve_plan(struct iotune_wcache *c, uint64_t base, uint64_t lo,
-			 uint64_t *from, uint64_t *to)
-{
-	uint64_t hi = base + c->p.capacity;
-	uint64_t most = MAX(c->p.capacity, WC_RESERVE_AHEAD_MAX);
-
-	if (c->p.sparse || c->p.reserve_once) {
-		/* holes would fill up, or stay reserved for good */
-		*from = lo;
-		*to = hi;
-		c->reserved_from = lo;
-		return;
-	}
-	if (c->reserved_to > c->reserved_from && lo >= c->reserved_from &&
-	    lo <= c->reserved_to) {
-		*from = c->reserved_to;
-		c->reserve_ahead = MIN(2 * c->reserve_ahead, most);
-	} else {
-		*from = lo;
-		c->reserve_ahead = c->p.capacity;
-		c->reserved_from = lo;
-	}
-	*to = hi;
-	if (base <= UINT64_MAX - c->reserve_ahead) {
-		*to = MAX(hi, base + c->reserve_ahead);
-	}
-}
-
-uint64_t iotune_wc_reserve_round_up(uint64_t size)
-{
-	return (size + WC_RESERVE_ALIGN - 1) &
-	       ~(uint64_t)(WC_RESERVE_ALIGN - 1);
-}
-
-/* The end of file on disk, rounded up to a whole reservation block */
-static uint64_t eof_aligned(const struct iotune_wcache *c)
-{
-	return iotune_wc_reserve_round_up(c->disk_size);
-}
-
-int iotune_wc_reserve_window(struct iotune_wcache *c, uint64_t base)
-{
-	uint64_t lo = base & ~(uint64_t)(WC_RESERVE_ALIGN - 1);
-	uint64_t hi = base + c->p.capacity;
-	uint64_t from = 0;
-	uint64_t to = 0;
-	int ret;
-
-	if (!c->p.sparse) {
-		/* a file without holes has its blocks up to the end of file */
-		lo = MAX(lo, eof_aligned(c));
-	}
-	if (c->io->reserve == NULL || c->no_reserve || lo >= hi) {
-		return 0;
-	}
-	if (lo >= c->reserved_from && hi <= c->reserved_to) {
-		return 0;	/* reserved ahead */
-	}
-	reserve_plan(c, base, lo, &from, &to);
-	ret = reserve_range(c, from, to);
-	if (ret != 0 && to > hi) {
-		/* no room ahead (or past the largest file): this window */
-		c->no_reserve = false;
-		c->reserve_ahead = c->p.capacity;
-		to = hi;
-		ret = reserve_range(c, from, to);
-	}
-	if (ret != 0) {
-		if (ret == ENOSPC) {
-			WC_COUNT(c, reserve_full, 1);
-		}
-		iotune_wc_forget_reservations(c);
-		return ret;
-	}
-	c->reserved_to = to;
+	remember_reserved(c, off, end);
+	c->disk_size = MAX(c->disk_size, end);
 	return 0;
 }
 
 void iotune_wc_forget_reservations(struct iotune_wcache *c)
 {
-	c->reserved_from = 0;
-	c->reserved_to = 0;
-}
-
-/*
- * [*off, *off + *len): what was reserved past the end of file, for the
- * caller to give back; the cache forgets all it reserved.
- */
-void iotune_wc_take_reserved_past_eof(struct iotune_wcache *c,
-				      uint64_t *off,
-				      uint64_t *len)
-{
-	uint64_t eof = eof_aligned(c);
-
-	*off = 0;
-	*len = 0;
-	if (c->reserved_end > eof) {
-		*off = eof;
-		*len = c->reserved_end - eof;
-	}
-	c->reserved_end = 0;
-	iotune_wc_forget_reservations(c);
-}
-
-bool iotune_wc_take_reservation(struct iotune_wcache *c,
-				uint64_t *off,
-				uint64_t *len)
-{
-	*off = 0;
-	*len = 0;
-	if (iotune_wc_is_dirty(c) || iotune_wc_flush_in_flight(c) ||
-	    iotune_wc_copies_in_flight(c) || c->queue != NULL ||
-	    c->to_disk != NULL || c->on_disk != NULL ||
-	    c->reserved_end <= eof_aligned(c)) {
-		return false;
-	}
-	iotune_wc_take_reserved_past_eof(c, off, len);
-	return true;
+	c->reserved_lo = 0;
+	c->reserved_hi = 0;
 }

@@ -27,10 +27,11 @@
  * fake clock.
  *
  * Rules in short:
- * - A write is absorbed only when its space is reserved on disk (io->
- *   reserve, e.g. fallocate with KEEP_SIZE): what was acknowledged fits.
- *   A stream reserves ahead, twice as far each time, up to 16 MiB:
- *   Linux's fallocate waits for the file's direct writes in flight.
+ * - A write is absorbed only when its own bytes are reserved on disk
+ *   (io->reserve, a fallocate that may extend the file as the write
+ *   would): what was acknowledged fits, and sizes on disk are true.
+ *   Nothing else is reserved, so nothing is ever given back: the core
+ *   never asks for a truncate or a punched hole.
  * - A flush that fails keeps its data and is retried with a backoff.
  *   While it is not written, every write or barrier first retries it and
  *   fails with the error when that retry fails (with several failed
@@ -128,10 +129,11 @@ struct iotune_wc_io_ops {
 	ssize_t (*pwrite)(void *private_data, const void *buf, size_t n,
 			  uint64_t off);
 	/*
-	 * Reserves disk space for [off, off + len) without changing the
-	 * file size: 0, or an errno.  ENOSPC/EDQUOT: that write goes to
-	 * disk uncached; any other errno: the file system cannot reserve,
-	 * and the cache writes everything through from then on.
+	 * Allocates the blocks of [off, off + len), a write's bytes, and
+	 * moves the end of file to off + len when that is further (never
+	 * back): 0, or an errno.  ENOSPC/EDQUOT: that write goes to disk
+	 * uncached; any other errno: the file system cannot reserve, and
+	 * the cache writes everything through from then on.
 	 */
 	int (*reserve)(void *private_data, uint64_t off, uint64_t len);
 	void *private_data;
@@ -178,21 +180,9 @@ struct iotune_wc_params {
 	uint64_t copy_size;	/* larger writes of busy ops are copied by the
 				 * caller, in its thread pool (0: the core
 				 * copies all) */
-	bool sparse;		/* the file has holes: reserve inside it
-				 * too, one window at a time */
-	bool reserve_once;	/* one window at a time: the caller cannot
-				 * give back what lies past the end of file */
 	unsigned flushes;	/* windows on their way to disk at once
 				 * (1 .. IOTUNE_WC_MAX_FLUSHES; 0: 1) */
 };
-
-/* reservations are made in whole blocks of this size; the range given
- * back starts at the end of file rounded up to one */
-#define IOTUNE_WC_RESERVE_ALIGN 4096
-
-/* A file size rounded up to a whole reservation block: where what is
- * given back past the end of file starts */
-uint64_t iotune_wc_reserve_round_up(uint64_t size);
 
 /* the most windows of one cache on their way to disk at once */
 #define IOTUNE_WC_MAX_FLUSHES 4
@@ -228,10 +218,8 @@ struct iotune_wcache {
 	int last_err;			/* the last flush error */
 	bool lost;			/* may no longer cache */
 	bool no_reserve;		/* the file system cannot reserve */
-	uint64_t reserved_end;		/* highest end reserved past EOF */
-	uint64_t reserved_from;		/* [from, to): reserved, known */
-	uint64_t reserved_to;
-	uint64_t reserve_ahead;		/* how far a stream reserves */
+	uint64_t reserved_lo;		/* [lo, hi): reserved last, known */
+	uint64_t reserved_hi;
 	uint64_t log_next_ms;		/* rate limit of error lines */
 	unsigned log_repeats;
 	struct iotune_wc_op *queue;	/* QUEUED ops, oldest first */
@@ -379,32 +367,17 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 int iotune_wc_take_error(struct iotune_wcache *c);
 
 /*
- * A client changed the file's allocation (fallocate, a hole punched): what
- * was reserved ahead may be gone, so the next window reserves again.
+ * A client changed the file's allocation (fallocate, a hole punched, a
+ * truncate): what was reserved may be gone, so writes reserve again.
  */
 void iotune_wc_forget_reservations(struct iotune_wcache *c);
 
 /*
- * For a cache that lost its right, written out, before anyone else can
- * write: the range reserved past the end of file [*off, *off + *len) that
- * the caller gives back now (iotune_wc_end() leaves it, as another client
- * may have written there by then).  False when there is none, or data is
- * still dirty or on its way to disk.
- */
-bool iotune_wc_take_reservation(struct iotune_wcache *c,
-				uint64_t *off,
-				uint64_t *len);
-
-/*
  * The cache ends (its last handle closes): data still dirty is dropped
- * (act->dropped), queued ops fail with EBADF (act->done).  Returns the
- * range reserved past the end of file [*off, *off + *len) that the
- * caller may give back when nobody else can have written there.
+ * (act->dropped), queued ops fail with EBADF (act->done).  Nothing is
+ * left to give back: only written bytes were reserved.
  */
-void iotune_wc_end(struct iotune_wcache *c,
-		   uint64_t *release_off,
-		   uint64_t *release_len,
-		   struct iotune_wc_action *act);
+void iotune_wc_end(struct iotune_wcache *c, struct iotune_wc_action *act);
 
 /*
  * After iotune_wc_end(): the ops whose disk writes are still in flight,
