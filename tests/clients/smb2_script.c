@@ -922,6 +922,79 @@ static void do_list(struct client *c, TALLOC_CTX *m, char **w, int n)
 	cmd_list(c, m, w[1], n > 2 && strcmp(w[2], "alloc") == 0);
 }
 
+/* One open (batch oplock), write of data at 0, close of name */
+static NTSTATUS one_cycle(struct client *c, TALLOC_CTX *mem_ctx,
+			  const char *name, const DATA_BLOB *data)
+{
+	struct smb_create_returns cr = { 0 };
+	struct tevent_req *req = NULL;
+	uint64_t fid_p = 0;
+	uint64_t fid_v = 0;
+	uint32_t written = 0;
+	NTSTATUS status;
+
+	req = smb2cli_create_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				  c->cli->smb2.session, c->cli->smb2.tcon,
+				  name, SMB2_OPLOCK_LEVEL_BATCH,
+				  SMB2_IMPERSONATION_IMPERSONATION,
+				  SEC_FILE_READ_DATA | SEC_FILE_WRITE_DATA,
+				  FILE_ATTRIBUTE_NORMAL,
+				  FILE_SHARE_READ | FILE_SHARE_WRITE,
+				  FILE_OPEN_IF, 0, NULL);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_create_recv(req, &fid_p, &fid_v, &cr,
+					     mem_ctx, NULL);
+	}
+	if (!NT_STATUS_IS_OK(status)) {
+		return status;
+	}
+	req = smb2cli_write_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				 c->cli->smb2.session, c->cli->smb2.tcon,
+				 data->length, 0, fid_p, fid_v, 0, 0,
+				 data->data);
+	status = client_wait(c, req);
+	if (NT_STATUS_IS_OK(status)) {
+		status = smb2cli_write_recv(req, &written);
+	}
+	req = smb2cli_close_send(mem_ctx, c->ev, c->cli->conn, c->timeout,
+				 c->cli->smb2.session, c->cli->smb2.tcon, 0,
+				 fid_p, fid_v);
+	if (NT_STATUS_IS_OK(status)) {
+		status = client_wait(c, req);
+	} else {
+		(void)client_wait(c, req);
+	}
+	return status;
+}
+
+/* cycles NAME COUNT SIZE: "ok COUNT USEC" of COUNT one_cycle()s */
+static void do_cycles(struct client *c, TALLOC_CTX *m, char **w, int n)
+{
+	unsigned long count = strtoul(w[2], NULL, 10);
+	DATA_BLOB data = data_blob_talloc_zero(m, strtoul(w[3], NULL, 10));
+	struct timespec start, end;
+	NTSTATUS status = NT_STATUS_OK;
+	unsigned long i;
+
+	memset(data.data, 'c', data.length);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (i = 0; i < count && NT_STATUS_IS_OK(status); i++) {
+		TALLOC_CTX *frame = talloc_new(m);
+
+		status = one_cycle(c, frame, w[1], &data);
+		TALLOC_FREE(frame);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	if (!NT_STATUS_IS_OK(status)) {
+		printf("err %s\n", nt_errstr(status));
+		return;
+	}
+	printf("ok %lu %lld\n", count,
+	       (long long)(end.tv_sec - start.tv_sec) * 1000000 +
+	       (end.tv_nsec - start.tv_nsec) / 1000);
+}
+
 /* A second tree connect on the same session: "ok tree=N" */
 static void do_tcon(struct client *c, TALLOC_CTX *m, char **w, int n)
 {
@@ -1017,6 +1090,7 @@ static const struct {
 	{ "autoack", 1, do_autoack },
 	{ "use", 2, do_use },
 	{ "tcon", 2, do_tcon },
+	{ "cycles", 4, do_cycles },
 	{ "tree", 2, do_tree },
 };
 
