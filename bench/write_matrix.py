@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
+import reserve_cost  # noqa: E402
 from benchlib import KIB, MIB, median_alternating, regression_summary, \
     size_name  # noqa: E402
 
@@ -436,6 +437,10 @@ def local_matrix(args, blocks, depths, result):
         if not args.no_cpu:
             result['cpu'] = cpu_table(pumper, args.rounds, args.scale)
         pumper.quit()
+    cost = reserve_cost.measure(smbd.share_path(PAIRS[kinds[0]][0]),
+                                args.rounds)
+    print(reserve_cost.describe(cost))
+    result['reserve_cost'] = cost
     shutil.rmtree(workdir, ignore_errors=True)
 
 
