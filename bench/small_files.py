@@ -15,8 +15,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -24,32 +22,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 import harness  # noqa: E402
 from benchlib import median_alternating  # noqa: E402
-
-# the appender runs until its stdin closes, 16 records per 0.2 ms
-APPENDER = r'''
-import os, select, struct, sys, time
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-n = 0
-print('go', flush=True)
-while not select.select([sys.stdin], [], [], 0)[0]:
-    for _ in range(16):
-        os.write(fd, struct.pack('<Q', n))
-        n += 1
-    time.sleep(0.0002)
-print(n, flush=True)
-'''
-
-
-def missing_records(path, n, header):
-    with open(path, 'rb') as f:
-        f.seek(header)
-        data = f.read()
-    seen = bytearray(n)
-    for (k,) in struct.iter_unpack('<Q', data[:len(data) // 8 * 8]):
-        if k < n:
-            seen[k] = 1
-    return n - sum(seen)
-
 
 class Cycler:
     def __init__(self, smbd, count, size):
@@ -70,21 +42,13 @@ class Cycler:
         path = os.path.join(self.smbd.share_path(share), name)
         with open(path, 'wb') as f:
             f.write(b'h' * self.size)
-        proc = None
-        if appender:
-            proc = subprocess.Popen([sys.executable, '-c', APPENDER, path],
-                                    stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True)
-            assert proc.stdout.readline().strip() == 'go'
+        proc = harness.start_appender(path) if appender else None
         done, usec = self.client(share).call(
             'cycles %s %d %d' % (name, self.count, self.size)).split()
         if proc is not None:
-            proc.stdin.write('stop\n')
-            proc.stdin.close()
-            n = int(proc.stdout.readline())
-            proc.wait()
+            n = harness.stop_appender(proc)
             self.lost[share] = self.lost.get(share, 0) + \
-                missing_records(path, n, self.size)
+                harness.missing_records(path, n, self.size)
         return int(usec) / int(done)
 
 

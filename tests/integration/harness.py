@@ -10,7 +10,9 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -301,6 +303,64 @@ def profile_counters(smbd):
         if sep and value.strip().isdigit():
             counters[name.strip()] = int(value)
     return counters
+
+
+def iotune_share(**options):
+    """share parameters with iotune and options (write_cache_size='64K'
+    is 'iotune:write cache size = 64K')"""
+    params = {'vfs objects': 'iotune'}
+    params.update({'iotune:' + k.replace('_', ' '): v
+                   for k, v in options.items()})
+    return params
+
+
+# A local writer that appends 8-byte records 0, 1, 2 ... to the file
+# argv[1] with O_APPEND (16 every 0.2 ms) from when it prints "go" until
+# its stdin closes, then prints how many it wrote.
+APPENDER = r'''
+import os, select, struct, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+n = 0
+print('go', flush=True)
+while not select.select([sys.stdin], [], [], 0)[0]:
+    for _ in range(16):
+        os.write(fd, struct.pack('<Q', n))
+        n += 1
+    time.sleep(0.0002)
+print(n, flush=True)
+'''
+
+
+def start_appender(path):
+    proc = subprocess.Popen([sys.executable, '-c', APPENDER, path],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    if proc.stdout.readline().strip() != 'go':
+        raise RuntimeError('the appender did not start')
+    return proc
+
+
+def stop_appender(proc):
+    """how many records it wrote"""
+    proc.stdin.write('stop\n')
+    proc.stdin.close()
+    n = int(proc.stdout.readline())
+    proc.wait()
+    return n
+
+
+def missing_records(path, n, header):
+    """of the appender's records 0 .. n-1, how many are not in the file
+    past its first header bytes (each lies at a multiple of 8 past it:
+    one append writes each whole)"""
+    with open(path, 'rb') as f:
+        f.seek(header)
+        data = f.read()
+    seen = bytearray(n)
+    for (k,) in struct.iter_unpack('<Q', data[:len(data) // 8 * 8]):
+        if k < n:
+            seen[k] = 1
+    return n - sum(seen)
 
 
 def iotune_counters(smbd, share):

@@ -10,9 +10,7 @@
 
 import os
 import random
-import struct
-import subprocess
-import sys
+import time
 
 import pytest
 
@@ -32,13 +30,6 @@ VOLUMES = {
     'strided': ('tmpfs', '24m'),
     'xfs': ('xfs', 512),
 }
-
-
-def iotune(**options):
-    params = {'vfs objects': 'iotune'}
-    params.update({'iotune:' + k.replace('_', ' '): v
-                   for k, v in options.items()})
-    return params
 
 
 @pytest.fixture(scope='module')
@@ -66,7 +57,8 @@ def smbd(request):
         shares['ext4_' + side] = {}
     for name in shares:
         if name.endswith('_iot') and not name.startswith('alias_'):
-            shares[name].update(iotune(write_cache_flush_timeout='60s'))
+            shares[name].update(harness.iotune_share(
+                write_cache_flush_timeout='60s'))
     return start_smbd(request, shares)
 
 
@@ -89,33 +81,6 @@ def both(fn, *args):
 
 # 1. Bytes another writer appended survive: nothing is ever truncated.
 
-APPENDER = r'''
-import os, struct, sys, time
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-end = time.monotonic() + float(sys.argv[2])
-n = 0
-while time.monotonic() < end:
-    for _ in range(16):
-        os.write(fd, struct.pack('<Q', n))
-        n += 1
-    time.sleep(0.0002)
-print(n)
-'''
-
-
-def lost_records(path, n, header):
-    """records 0 .. n-1 missing from the file (each record is written
-    whole by one append, so each lies at header + a multiple of 8)"""
-    with open(path, 'rb') as f:
-        f.seek(header)
-        data = f.read()
-    seen = bytearray(n)
-    for (k,) in struct.iter_unpack('<Q', data[:len(data) // 8 * 8]):
-        if k < n:
-            seen[k] = 1
-    return n - sum(seen)
-
-
 def race_appender(smbd, share, seconds):
     """A local O_APPEND writer against an SMB client's loop of open
     (batch oplock), write 100 bytes at 0, close: (records lost, records,
@@ -125,18 +90,17 @@ def race_appender(smbd, share, seconds):
     with open(path, 'wb') as f:
         f.write(b'h' * 100)
     client = harness.ScriptClient(smbd, share)
-    appender = subprocess.Popen([sys.executable, '-c', APPENDER, path,
-                                 str(seconds)], stdout=subprocess.PIPE,
-                                text=True)
+    appender = harness.start_appender(path)
     cycles = 0
-    while appender.poll() is None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
         assert client.open(name, 'batch')[0] == OPLOCK_BATCH
         client.write(0, bytes([65 + cycles % 26]) * 100)
         client.close()
         cycles += 1
+    n = harness.stop_appender(appender)
     client.quit()
-    n = int(appender.stdout.read())
-    return lost_records(path, n, 100), n, cycles
+    return harness.missing_records(path, n, 100), n, cycles
 
 
 @pytest.mark.parametrize('volume', ['ext4', 'xfs'])

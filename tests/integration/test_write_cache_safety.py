@@ -23,10 +23,7 @@ LEASE_RWH = 0x07
 
 
 def iotune(**options):
-    params = {'vfs objects': 'iotune'}
-    params.update({'iotune:' + k.replace('_', ' '): v
-                   for k, v in options.items()})
-    return params
+    return harness.iotune_share(**options)
 
 
 @pytest.fixture(scope='module')
