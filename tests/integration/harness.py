@@ -610,9 +610,10 @@ def mount_tmpfs(path, size):
                     'tmpfs', path], check=True)
 
 
-def mount_image(path, fstype, size_mb):
+def mount_image(path, fstype, size_mb, options='loop'):
     """A file system of fstype ('xfs', 'btrfs', 'ext4') on a loop device
-    over a sparse image file next to path, mounted at path"""
+    over a sparse image file next to path, mounted at path with options
+    (which must include 'loop')"""
     os.makedirs(path, exist_ok=True)
     image = path + '.img'
     with open(image, 'wb') as f:
@@ -620,7 +621,7 @@ def mount_image(path, fstype, size_mb):
     mkfs = {'ext4': ['mkfs.ext4', '-q', '-F'], 'xfs': ['mkfs.xfs', '-q', '-f'],
             'btrfs': ['mkfs.btrfs', '-q', '-f']}[fstype]
     subprocess.run(mkfs + [image], check=True)
-    subprocess.run(['mount', '-o', 'loop', image, path], check=True)
+    subprocess.run(['mount', '-o', options, image, path], check=True)
 
 
 def umount(path):
