@@ -13,7 +13,9 @@
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+import glob
 import os
+import re
 import subprocess
 
 from waflib import Logs
@@ -93,24 +95,24 @@ SAMBA_DEFINES = ['_SAMBA_BUILD_=4', 'HAVE_CONFIG_H=1', '_GNU_SOURCE=1',
                  '_XOPEN_SOURCE_EXTENDED=1', '__STDC_WANT_LIB_EXT1__=1',
                  '_REENTRANT', 'vfs_iotune_init=samba_init_module']
 
-SAMBA_PRIVATE_LIBS = ['libsmbd-base-samba4.so.0',
-                      'libsamba-debug-samba4.so.0',
-                      'libsmbconf.so.0',
-                      'libtevent-util.so.0',
-                      'libsamba-util.so.0',
-                      'libgenrand-samba4.so.0',
-                      'libsamba3-util-samba4.so.0',
-                      'libmessages-dgm-samba4.so.0',
-                      'libdbwrap-samba4.so.0',
-                      'libutil-tdb-samba4.so.0']
+# The Samba libraries the module (and the fault module) link against, by
+# name without prefix and suffix.  Private ones are in smbd's MODULESDIR
+# as lib<name>-samba4.so.0 (4.17) or lib<name>-private-samba.so.0 (4.22);
+# public ones in the library directory above it as lib<name>.so.<major>
+# (libndr.so.3 in 4.17, .so.6 in 4.22): configure finds the files.
+SAMBA_LIBS = [('smbd-base', 'private'), ('samba-debug', 'private'),
+              ('smbconf', 'public'), ('tevent-util', 'public'),
+              ('samba-util', 'public'), ('genrand', 'private'),
+              ('samba3-util', 'private'), ('messages-dgm', 'private'),
+              ('dbwrap', 'private'), ('util-tdb', 'private')]
 
-
-CLIENT_LIBS = ['liblibsmb-samba4.so.0', 'libcli-smb-common-samba4.so.0',
-               'libsamba-credentials.so.1', 'libsmbconf.so.0',
-               'libsamba-util.so.0', 'libsamba-errors.so.1',
-               'libsamba-debug-samba4.so.0', 'libgenrand-samba4.so.0',
-               'libsamba3-util-samba4.so.0', 'libtevent-util.so.0',
-               'libndr.so.3']
+# ... and the SMB2 test client
+CLIENT_LIBS = [('libsmb', 'private'), ('cli-smb-common', 'private'),
+               ('samba-credentials', 'public'), ('smbconf', 'public'),
+               ('samba-util', 'public'), ('samba-errors', 'public'),
+               ('samba-debug', 'private'), ('genrand', 'private'),
+               ('samba3-util', 'private'), ('tevent-util', 'public'),
+               ('ndr', 'public')]
 
 
 def options(opt):
@@ -168,11 +170,35 @@ def configure_manpage(conf):
                                               ' '.join(missing)))
 
 
+def samba_lib_file(conf, name, kind):
+    """the file name of one of SAMBA_LIBS / CLIENT_LIBS on this system"""
+    private = conf.env.MODULESDIR
+    if kind == 'private':
+        candidates = [os.path.join(private, 'lib%s-samba4.so.0' % name),
+                      os.path.join(private,
+                                   'lib%s-private-samba.so.0' % name)]
+    else:
+        candidates = sorted(glob.glob(os.path.join(
+            os.path.dirname(private), 'lib%s.so.[0-9]*' % name)))
+        candidates = [c for c in candidates
+                      if re.search(r'\.so\.[0-9]+$', c)]
+    for c in candidates:
+        if os.path.isfile(c):
+            return os.path.basename(c)
+    conf.fatal('Samba library %s (%s) not found next to %s' %
+               (name, kind, private))
+
+
 def configure_samba(conf, tree):
     conf.env.SAMBA_TREE = tree
     conf.env.MODULESDIR = smbd_build_option('MODULESDIR')
     conf.msg('Samba tree', tree)
     conf.msg('smbd MODULESDIR', conf.env.MODULESDIR)
+    conf.env.SAMBA_LIB_FILES = [samba_lib_file(conf, n, k)
+                                for n, k in SAMBA_LIBS]
+    conf.env.CLIENT_LIB_FILES = [samba_lib_file(conf, n, k)
+                                 for n, k in CLIENT_LIBS]
+    conf.msg('Samba libraries', ' '.join(conf.env.SAMBA_LIB_FILES))
     for lib in ('talloc', 'tdb', 'tevent'):
         conf.check_cfg(package=lib, args=['--cflags', '--libs'],
                        uselib_store=lib.upper())
@@ -256,7 +282,7 @@ def build_samba_side(bld):
         defines=SAMBA_DEFINES,
         cflags=['-Wno-sign-compare', '-Wno-unused-parameter'],
         linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
-        lib=[':' + x for x in SAMBA_PRIVATE_LIBS],
+        lib=[':' + x for x in bld.env.SAMBA_LIB_FILES],
         install_path=os.path.join(libdir, 'vfs'))
 
     bld.install_files('${PREFIX}/bin', ['tools/iotune-stat'], chmod=0o755)
@@ -273,7 +299,7 @@ def build_samba_side(bld):
         ['vfs_iotune_fault_init=samba_init_module'],
         cflags=['-Wno-sign-compare', '-Wno-unused-parameter'],
         linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
-        lib=[':' + x for x in SAMBA_PRIVATE_LIBS])
+        lib=[':' + x for x in bld.env.SAMBA_LIB_FILES])
 
     # a scriptable SMB2 client for the integration tests (leases, breaks,
     # FLUSH, truncate: what python3-samba lacks)
@@ -284,7 +310,7 @@ def build_samba_side(bld):
         defines=SAMBA_DEFINES[:-1],
         cflags=['-Wno-sign-compare', '-Wno-unused-parameter'],
         linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],
-        lib=[':' + x for x in CLIENT_LIBS])
+        lib=[':' + x for x in bld.env.CLIENT_LIB_FILES])
 
 
 def build(bld):

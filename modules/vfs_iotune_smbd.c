@@ -2,7 +2,9 @@
  * iotune: everything that leans on smbd internals rather than on the VFS
  * contract.  Written against smbd 4.17 (Debian 12's 4.17.12); each piece
  * names what it relies on, and iotune_smbd_version_ok() refuses a tree
- * connect in an smbd of another major.minor version.
+ * connect in an smbd of another major.minor version than the Samba tree
+ * the module was built against.  What differs between releases is in
+ * iotune_compat.h.
  *
  * - The tevent trace callback (smbd 4.17 installs its own before its
  *   main loop; we chain it) lets the write cache check, before every loop
@@ -43,16 +45,12 @@
 #include "smbd/smbd.h"
 #include "smbd/globals.h"
 #include "messages.h"
-#include "version.h"
+#include "iotune_compat.h"
 
 #include "vfs_iotune.h"
 
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
-
-/* the smbd this file was written and tested against */
-#define IOTUNE_SMBD_MAJOR 4
-#define IOTUNE_SMBD_MINOR 17
 
 struct iotune_smbd {
 	struct iotune_process *proc;
@@ -67,20 +65,29 @@ struct iotune_smbd {
 	struct files_struct *files_seen;	/* sconn->files at last scan */
 };
 
+/*
+ * The smbd iotune runs in must be the major.minor of the Samba tree it
+ * was built against: smbd's structs (files_struct, the VFS table) change
+ * between releases without notice to modules.
+ */
 bool iotune_smbd_version_ok(char *why, size_t why_len)
 {
 	const char *v = samba_version_string();
 	unsigned major = 0;
 	unsigned minor = 0;
 
-	if (sscanf(v, "%u.%u", &major, &minor) == 2 &&
-	    major == IOTUNE_SMBD_MAJOR && minor == IOTUNE_SMBD_MINOR &&
-	    major == SAMBA_VERSION_MAJOR && minor == SAMBA_VERSION_MINOR) {
-		return true;
+	if (sscanf(v, "%u.%u", &major, &minor) != 2 ||
+	    major != IOTUNE_BUILT_MAJOR || minor != IOTUNE_BUILT_MINOR) {
+		snprintf(why, why_len, "iotune was built for smbd %d.%d, this "
+			 "smbd is %s: install the iotune package built for "
+			 "it", IOTUNE_BUILT_MAJOR, IOTUNE_BUILT_MINOR, v);
+		return false;
 	}
-	snprintf(why, why_len, "iotune was built for smbd %d.%d, this smbd "
-		 "is %s", IOTUNE_SMBD_MAJOR, IOTUNE_SMBD_MINOR, v);
-	return false;
+	if (!IOTUNE_SAMBA_TESTED(major, minor)) {
+		DBG_NOTICE("iotune was not tested with smbd %u.%u\n", major,
+			   minor);
+	}
+	return true;
 }
 
 /*
@@ -389,8 +396,8 @@ const char *iotune_smbd_incompatible_module(int snum)
 /* Opens fd's file again with other flags (O_DIRECT), through /proc. */
 int iotune_smbd_reopen(int fd, int flags)
 {
-	char buf[PATH_MAX];
-	const char *path = sys_proc_fd_path(fd, buf, sizeof(buf));
+	iotune_proc_fd_path_buf buf;
+	const char *path = iotune_proc_fd_path(fd, &buf);
 
 	if (path == NULL) {
 		errno = ENOSYS;

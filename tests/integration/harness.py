@@ -230,19 +230,25 @@ class Smbd:
                            (self.address, SMB_PORT, timeout))
 
     def pids(self):
-        """PIDs of this smbd and its children (same argv)."""
-        mark = ('--configfile=%s' % self.conf).encode()
-        found = []
+        """PIDs of this smbd and its descendants (a process per client,
+        notifyd, cleanupd ...), found by parentage: smbd 4.18 and later
+        retitle their children (smbd[ADDR]), so their command lines no
+        longer name the config file."""
+        if self.proc is None:
+            return []
+        children = {}
         for entry in os.listdir('/proc'):
             if not entry.isdigit():
                 continue
             try:
-                with open('/proc/%s/cmdline' % entry, 'rb') as f:
-                    argv = f.read().split(b'\0')
-            except OSError:
+                with open('/proc/%s/stat' % entry) as f:
+                    ppid = int(f.read().rsplit(')', 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 continue
-            if mark in argv:
-                found.append(int(entry))
+            children.setdefault(ppid, []).append(int(entry))
+        found = [self.proc.pid]
+        for pid in found:
+            found.extend(children.get(pid, []))
         return found
 
     def child_pids(self):
@@ -258,6 +264,7 @@ class Smbd:
         if self.proc is None:
             return
         pid = self.proc.pid
+        family = self.pids()    # before they lose their parent
         if self.proc.poll() is None:
             os.kill(pid, signal.SIGTERM)
             try:
@@ -265,7 +272,9 @@ class Smbd:
             except subprocess.TimeoutExpired:
                 os.kill(pid, signal.SIGKILL)
                 self.proc.wait()
-        for leftover in self.pids():
+        for leftover in family:
+            if leftover == pid or not pid_alive(leftover):
+                continue
             try:
                 os.kill(leftover, signal.SIGKILL)
             except ProcessLookupError:

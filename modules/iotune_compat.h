@@ -1,0 +1,59 @@
+/*
+ * iotune: what differs between the Samba releases iotune is built
+ * against, in one place.  No Samba version constant is used anywhere
+ * else: a file that needs a difference uses a name from here.  Include it
+ * after Samba's includes.h.
+ *
+ * Tested: 4.17 (Debian 12) and 4.22 (Debian 13).  Newer trees build with
+ * what 4.22 needs until something here says otherwise; an smbd of
+ * another major.minor than the tree refuses the tree connect
+ * (iotune_smbd_version_ok()).
+ *
+ * Copyright (C) iotune authors 2026
+ *
+ * This program is free software; you can redistribute it and/or modify
+ * it under the terms of the GNU General Public License as published by
+ * the Free Software Foundation; either version 3 of the License, or
+ * (at your option) any later version.
+ *
+ * This program is distributed in the hope that it will be useful,
+ * but WITHOUT ANY WARRANTY; without even the implied warranty of
+ * MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+ * GNU General Public License for more details.
+ *
+ * You should have received a copy of the GNU General Public License
+ * along with this program.  If not, see <http://www.gnu.org/licenses/>.
+ */
+
+#ifndef IOTUNE_COMPAT_H
+#define IOTUNE_COMPAT_H
+
+#include "version.h"
+
+/* the Samba tree iotune is being built against */
+#define IOTUNE_BUILT_MAJOR SAMBA_VERSION_MAJOR
+#define IOTUNE_BUILT_MINOR SAMBA_VERSION_MINOR
+#define IOTUNE_SAMBA_AT_LEAST(major, minor)				\
+	(SAMBA_VERSION_MAJOR > (major) ||				\
+	 (SAMBA_VERSION_MAJOR == (major) && SAMBA_VERSION_MINOR >= (minor)))
+
+/* the releases the integration and conformance stages ran against */
+#define IOTUNE_SAMBA_TESTED(major, minor)				\
+	((major) == 4 && ((minor) == 17 || (minor) == 22))
+
+/*
+ * sys_proc_fd_path(): a caller's char buffer and its size up to 4.19;
+ * a struct sys_proc_fd_path_buf since 4.20.
+ */
+#if IOTUNE_SAMBA_AT_LEAST(4, 20)
+typedef struct sys_proc_fd_path_buf iotune_proc_fd_path_buf;
+#define iotune_proc_fd_path(fd, b) sys_proc_fd_path((fd), (b))
+#else
+typedef struct {
+	char buf[PATH_MAX];
+} iotune_proc_fd_path_buf;
+#define iotune_proc_fd_path(fd, b)					\
+	sys_proc_fd_path((fd), (b)->buf, sizeof((b)->buf))
+#endif
+
+#endif /* IOTUNE_COMPAT_H */
