@@ -306,7 +306,7 @@ def build_samba_side(bld):
     bld(features='c cprogram', source='tests/clients/smb2_script.c',
         target='tests/clients/smb2-script', install_path=None,
         use='TALLOC TEVENT',
-        includes=samba_includes(bld),
+        includes=['modules'] + samba_includes(bld),
         defines=SAMBA_DEFINES[:-1],
         cflags=['-Wno-sign-compare', '-Wno-unused-parameter'],
         linkflags=['-Wl,-z,defs', '-L' + libdir, '-Wl,-rpath,' + libdir],

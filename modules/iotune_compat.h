@@ -56,4 +56,28 @@ typedef struct {
 	sys_proc_fd_path((fd), (b)->buf, sizeof((b)->buf))
 #endif
 
+/*
+ * libsmb's client API, for the test client tests/clients/smb2_script.c:
+ * smb2cli_create_recv() returns a symlink error context since 4.18;
+ * GUID_to_ndr_buf() returns void and cli_full_connection_creds() takes a
+ * talloc context first since 4.21.
+ */
+#if IOTUNE_SAMBA_AT_LEAST(4, 18)
+#define iotune_smb2cli_create_recv(req, fp, fv, cr, mem, blobs)		\
+	smb2cli_create_recv((req), (fp), (fv), (cr), (mem), (blobs), NULL)
+#else
+#define iotune_smb2cli_create_recv(req, fp, fv, cr, mem, blobs)		\
+	smb2cli_create_recv((req), (fp), (fv), (cr), (mem), (blobs))
+#endif
+#if IOTUNE_SAMBA_AT_LEAST(4, 21)
+#define iotune_guid_to_ndr_buf(guid, buf)				\
+	(GUID_to_ndr_buf((guid), (buf)), NT_STATUS_OK)
+#define iotune_cli_full_connection_creds(mem_ctx, ...)			\
+	cli_full_connection_creds((mem_ctx), __VA_ARGS__)
+#else
+#define iotune_guid_to_ndr_buf(guid, buf) GUID_to_ndr_buf((guid), (buf))
+#define iotune_cli_full_connection_creds(mem_ctx, ...)			\
+	cli_full_connection_creds(__VA_ARGS__)
+#endif
+
 #endif /* IOTUNE_COMPAT_H */

@@ -11,7 +11,7 @@ PACKAGES="
 	libgnutls28-dev zlib1g-dev
 	tdb-tools iproute2 strace util-linux procps python3-pytest python3-tdb
 	clang libclang-rt-14-dev valgrind
-	glusterfs-server glusterfs-client e2fsprogs xfsprogs ctdb
+	glusterfs-server glusterfs-client e2fsprogs xfsprogs debootstrap ctdb
 	debhelper python3-matplotlib
 	xsltproc docbook-xsl docbook-xml man-db
 "

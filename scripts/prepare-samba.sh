@@ -76,7 +76,16 @@ configure_tree() {
 		--without-gpgme --without-libarchive --disable-avahi \
 		--without-ldb-lmdb --bundled-libraries=NONE,ldb,popt \
 		--with-shared-modules='!vfs_snapper' >&2
-	PYTHONHASHSEED=1 ./buildtools/bin/waf build --targets="$(echo \
+	# newer trees (4.20+) include generated error and IDL headers that
+	# 4.17 does not have
+	extra=""
+	if grep -q hresult_generated libcli/util/wscript_build; then
+		extra="hresult_generated PIDL_NBT"
+	fi
+	if [ -f librpc/idl/smb3posix.idl ]; then
+		extra="$extra PIDL_SMB3POSIX"
+	fi
+	PYTHONHASHSEED=1 ./buildtools/bin/waf build --targets="$(echo $extra \
 		PIDL_SERVER_ID PIDL_MISC PIDL_FILE_ID PIDL_SMB2_LEASE_STRUCT \
 		PIDL_SECURITY PIDL_SMB_ACL PIDL_SMBXSRV PIDL_AUTH PIDL_LSA \
 		PIDL_KRB5PAC PIDL_NETLOGON PIDL_SAMR PIDL_MESSAGING \

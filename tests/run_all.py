@@ -10,19 +10,29 @@
 #   cluster      pytest against a two-node CTDB cluster of smbds, which
 #                the stage sets up and tears down
 #   conformance  smbtorture, plain share vs iotune shares
+#   samba422     Samba 4.22 in a Debian 13 chroot (scripts/debian13-chroot.sh):
+#                the module built there, its integration, package and
+#                conformance stages run against the chroot's smbd, and a
+#                module built for one release refuses the other's smbd
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 STAGES = ['unit', 'fuzz', 'integration', 'package', 'glusterfs', 'cluster',
-          'conformance']
+          'conformance', 'samba422']
+# what the samba422 stage runs inside the chroot: the stages that meet
+# smbd (the core's unit tests and fuzzers do not depend on Samba;
+# GlusterFS and CTDB stay on the host's release)
+SAMBA422_STAGES = ['integration', 'package', 'conformance', 'versions']
+CHROOT = os.path.join(REPO, 'scripts', 'debian13-chroot.sh')
 
 # fuzz target -> libFuzzer arguments (bounded: a test, not a campaign)
 FUZZ_TARGETS = {
@@ -112,7 +122,8 @@ def pytest_stage(marks):
 
 
 def stage_integration():
-    return pytest_stage('not glusterfs and not cluster and not package')
+    return pytest_stage('not glusterfs and not cluster and not package '
+                        'and not samba_versions')
 
 
 def stage_package():
@@ -125,6 +136,47 @@ def stage_glusterfs():
 
 def stage_cluster():
     return pytest_stage('cluster')
+
+
+def stage_versions():
+    """a module built for another release (IOTUNE_FOREIGN_MODULE)
+    refuses this smbd: only inside the samba422 stage"""
+    return pytest_stage('samba_versions')
+
+
+def summary_counts(out):
+    m = re.findall(r'^tests: (\d+) passed, (\d+) failed$', out, re.M)
+    return (int(m[-1][0]), int(m[-1][1])) if m else (0, 1)
+
+
+def stage_samba422():
+    rc, out = run([CHROOT])
+    if rc != 0:
+        return 0, 1
+    root = out.strip().splitlines()[-1]
+    copy = os.path.join(root, 'iotune')
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(REPO, copy, symlinks=True,
+                    ignore=shutil.ignore_patterns('build', '.git'))
+    host_module = os.path.join(REPO, 'build', 'iotune.so')
+    shutil.copyfile(host_module, os.path.join(root, 'iotune-host.so'))
+    rc, out = run([CHROOT, 'run', 'sh', '-c',
+                   'cd /iotune && ./waf configure build'])
+    if rc != 0:
+        return 0, 1
+    rc, out = run([CHROOT, 'run', 'env',
+                   'IOTUNE_FOREIGN_MODULE=/iotune-host.so', 'sh', '-c',
+                   'cd /iotune && python3 tests/run_all.py ' +
+                   ' '.join(SAMBA422_STAGES)])
+    passed, failed = summary_counts(out)
+    # and the 4.22 module in the host's smbd
+    os.environ['IOTUNE_FOREIGN_MODULE'] = os.path.join(copy, 'build',
+                                                       'iotune.so')
+    try:
+        p, f = pytest_stage('samba_versions')
+    finally:
+        del os.environ['IOTUNE_FOREIGN_MODULE']
+    return passed + p, failed + f
 
 
 def stage_conformance():
@@ -142,7 +194,7 @@ def stage_conformance():
 def main():
     stages = sys.argv[1:] or STAGES
     for s in stages:
-        if s not in STAGES:
+        if s not in STAGES + ['versions']:
             sys.exit('unknown stage %r (known: %s)' % (s, ', '.join(STAGES)))
     total_p = total_f = 0
     summary = []

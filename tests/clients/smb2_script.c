@@ -45,6 +45,7 @@
 #include "lib/util/tevent_ntstatus.h"
 #include "trans2.h"
 #include "auth/credentials/credentials.h"
+#include "iotune_compat.h"
 
 struct client {
 	struct tevent_context *ev;
@@ -200,7 +201,7 @@ static bool durable_blob(TALLOC_CTX *mem_ctx,
 	NTSTATUS status;
 
 	memset(buf, 0, 36);
-	status = GUID_to_ndr_buf(guid, &g);
+	status = iotune_guid_to_ndr_buf(guid, &g);
 	if (NT_STATUS_IS_OK(status) && fid == NULL) {
 		memcpy(buf + 16, g.buf, 16);
 		status = smb2_create_blob_add(mem_ctx, in_blobs,
@@ -280,9 +281,9 @@ static void create_handle(struct client *c, TALLOC_CTX *mem_ctx,
 				  FILE_OPEN_IF, create_options, &in_blobs);
 	status = client_wait(c, req);
 	if (NT_STATUS_IS_OK(status)) {
-		status = smb2cli_create_recv(req, &c->fid_persistent,
-					     &c->fid_volatile, &cr, mem_ctx,
-					     &out_blobs);
+		status = iotune_smb2cli_create_recv(req, &c->fid_persistent,
+						    &c->fid_volatile, &cr,
+						    mem_ctx, &out_blobs);
 	}
 	if (!NT_STATUS_IS_OK(status)) {
 		printf("err %s\n", nt_errstr(status));
@@ -701,8 +702,8 @@ static bool open_plain(struct client *c, TALLOC_CTX *mem_ctx,
 				  create_options, NULL);
 	status = client_wait(c, req);
 	if (NT_STATUS_IS_OK(status)) {
-		status = smb2cli_create_recv(req, fid_p, fid_v, cr, mem_ctx,
-					     NULL);
+		status = iotune_smb2cli_create_recv(req, fid_p, fid_v, cr,
+						    mem_ctx, NULL);
 	}
 	if (!NT_STATUS_IS_OK(status)) {
 		printf("err %s\n", nt_errstr(status));
@@ -943,8 +944,8 @@ static NTSTATUS one_cycle(struct client *c, TALLOC_CTX *mem_ctx,
 				  FILE_OPEN_IF, 0, NULL);
 	status = client_wait(c, req);
 	if (NT_STATUS_IS_OK(status)) {
-		status = smb2cli_create_recv(req, &fid_p, &fid_v, &cr,
-					     mem_ctx, NULL);
+		status = iotune_smb2cli_create_recv(req, &fid_p, &fid_v,
+						    &cr, mem_ctx, NULL);
 	}
 	if (!NT_STATUS_IS_OK(status)) {
 		return status;
@@ -1147,8 +1148,9 @@ int main(int argc, const char **argv)
 	if (c->ev == NULL || creds == NULL) {
 		return 2;
 	}
-	status = cli_full_connection_creds(&c->cli, NULL, argv[2], NULL, 445,
-					   argv[3], "?????", creds, 0);
+	status = iotune_cli_full_connection_creds(c, &c->cli, NULL, argv[2],
+						  NULL, 445, argv[3], "?????",
+						  creds, 0);
 	if (!NT_STATUS_IS_OK(status)) {
 		fprintf(stderr, "connect: %s\n", nt_errstr(status));
 		return 1;

@@ -26,6 +26,9 @@ def pytest_configure(config):
         'markers', 'cluster: needs a two-node CTDB cluster (the cluster '
         'stage of tests/run_all.py)')
     config.addinivalue_line(
+        'markers', 'samba_versions: a module built for another Samba '
+        'release (the samba422 stage of tests/run_all.py)')
+    config.addinivalue_line(
         'markers', 'package: builds, installs and removes the Debian '
         'package (the package stage of tests/run_all.py)')
 
