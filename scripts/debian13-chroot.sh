@@ -52,12 +52,26 @@ bind_mounts() {
 	mkdir -p "$1/run/samba"
 }
 
+unbind_mounts() {
+	for d in dev/pts dev sys proc; do
+		if mountpoint -q "$1/$d" 2>/dev/null; then
+			umount "$1/$d" || umount -l "$1/$d"
+		fi
+	done
+}
+
+# Runs a command in the chroot, with /proc, /sys and /dev bound in only
+# while it runs (a cached chroot never holds the host's /dev mounted, so
+# deleting the cache can never reach into it)
 run_in() {
 	root=$1
 	shift
 	bind_mounts "$root"
+	rc=0
 	LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
-		PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot "$root" "$@"
+		PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot "$root" "$@" || rc=$?
+	unbind_mounts "$root"
+	return $rc
 }
 
 make_chroot() {
@@ -65,9 +79,7 @@ make_chroot() {
 		apt-get install -y -q --no-install-recommends debootstrap >&2
 	m=$(mirror)
 	work="$cache_root/$suite-build"
-	for d in dev/pts dev sys proc; do
-		mountpoint -q "$work/$d" 2>/dev/null && umount "$work/$d"
-	done
+	unbind_mounts "$work"
 	rm -rf "$work"
 	mkdir -p "$cache_root"
 	debootstrap --variant=minbase "$suite" "$work" "$m" >&2
@@ -82,9 +94,6 @@ make_chroot() {
 	mkdir -p "$work/iotune-scripts"
 	cp "$here/prepare-samba.sh" "$here/deb-src.sh" "$work/iotune-scripts/"
 	run_in "$work" sh /iotune-scripts/prepare-samba.sh >&2
-	for d in dev/pts dev sys proc; do
-		umount "$work/$d"
-	done
 	key=$(echo "$version" | tr ':~' '__')
 	final="$cache_root/$suite-samba-$key"
 	rm -rf "$final"
