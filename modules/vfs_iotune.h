@@ -10,7 +10,7 @@
  *   vfs_iotune_dio.c     direct I/O: O_DIRECT descriptors, pool jobs
  *   vfs_iotune_ra.c      read-ahead and fadvise
  *   vfs_iotune_stats.c   counters: the stats tdb, profile levels
- *   vfs_iotune_smbd.c    everything that leans on smbd 4.17 internals
+ *   vfs_iotune_smbd.c    everything that leans on smbd internals
  *                        rather than the VFS contract
  *
  * Copyright (C) iotune authors 2026
@@ -295,7 +295,7 @@ void iotune_publish_timer_arm(struct iotune_process *p);
 void iotune_share_retire(struct iotune_share *share);
 void iotune_profile_level(struct iotune_process *p, int level);
 
-/* vfs_iotune_smbd.c: smbd 4.17 internals */
+/* vfs_iotune_smbd.c: smbd internals (4.17, 4.22) */
 bool iotune_smbd_version_ok(char *why, size_t why_len);
 int iotune_smbd_process_init(struct iotune_process *p,
 			     struct smbd_server_connection *sconn);

@@ -1,28 +1,33 @@
 /*
  * iotune: everything that leans on smbd internals rather than on the VFS
- * contract.  Written against smbd 4.17 (Debian 12's 4.17.12); each piece
- * names what it relies on, and iotune_smbd_version_ok() refuses a tree
- * connect in an smbd of another major.minor version than the Samba tree
- * the module was built against.  What differs between releases is in
- * iotune_compat.h.
+ * contract.  Written against smbd 4.17 (Debian 12's 4.17.12); every piece
+ * checked again in Samba 4.22.11's source (Debian 13) and run there by
+ * the samba422 test stage.  Each names what it relies on, and
+ * iotune_smbd_version_ok() refuses a tree connect in an smbd of another
+ * major.minor than the Samba tree the module was built against.  What
+ * differs between releases is in iotune_compat.h.
  *
- * - The tevent trace callback (smbd 4.17 installs its own before its
- *   main loop; we chain it) lets the write cache check, before every loop
- *   iteration, whether a handle lost its right to cache: smbd has no VFS
- *   hook for oplock and lease breaks (docs/design.md, "Coherence").
+ * - The tevent trace callback: smbd installs its own in smbd_process()
+ *   before its main loop (4.17 process.c, 4.22 smb2_process.c); we chain
+ *   it.  It lets the write cache check, before every loop iteration,
+ *   whether a handle lost its right to cache: smbd has no VFS hook for
+ *   oplock and lease breaks (docs/design.md, "Coherence").
  * - The right to cache is read from files_struct fields smbd sets when
  *   it sends a break (fsp->oplock_type, sent_oplock_break, the lease's
- *   BREAK_IN_PROGRESS flag).
- * - Foreign handles: smbd 4.17 keeps every files_struct of the process
- *   in sconn->files, new ones at the head.
+ *   BREAK_IN_PROGRESS flag; smb2_oplock.c in 4.17 and 4.22 alike).
+ * - Foreign handles: smbd keeps every files_struct of the process in
+ *   sconn->files, new ones at the head (files.c, 4.17 and 4.22; both
+ *   also move a handle found deep in the list to the head).
  * - Pipelining: fsp->num_aio_requests counts a handle's requests in
- *   flight.
+ *   flight (4.17, 4.22).
  * - A private tevent context for flushes, so that synchronous VFS calls
  *   can wait for a flush in flight, and its polling.
  * - MSG_PROFILE: smbd's messaging gives a message type to one handler;
- *   ours passes it on to smbd's exported set_profile_level().
- * - Multichannel: smbd 4.17 passes every connection of a client GUID to
- *   one process when "server multi channel support" is on.
+ *   ours passes it on to smbd's exported set_profile_level() (profile.c,
+ *   4.17 and 4.22).
+ * - Multichannel: smbd passes every connection of a client GUID to one
+ *   process when "server multi channel support" is on
+ *   (smbXsrv_server_multi_channel_enabled(), 4.17 and 4.22).
  * - vfs_io_uring completes I/O on its own and is refused below iotune.
  *
  * Copyright (C) iotune authors 2026
@@ -91,7 +96,7 @@ bool iotune_smbd_version_ok(char *why, size_t why_len)
 }
 
 /*
- * May a handle keep written data in memory right now?  smbd 4.17 sets
+ * May a handle keep written data in memory right now?  smbd (4.17, 4.22) sets
  * fsp->sent_oplock_break when it sends an oplock break, and
  * SMB2_LEASE_FLAG_BREAK_IN_PROGRESS in the lease (whose state still shows
  * WRITE during the break) when it sends a lease break, in the same event
@@ -119,8 +124,9 @@ bool iotune_smbd_fsp_may_cache(const struct files_struct *fsp)
 
 /*
  * Are other requests of this handle in flight (a client that pipelines)?
- * smbd 4.17 counts a handle's async requests in fsp->num_aio_requests; a
- * request is added after its send function returned.
+ * smbd (4.17, 4.22) counts a handle's async requests in
+ * fsp->num_aio_requests; a request is added after its send function
+ * returned.
  */
 bool iotune_smbd_handle_busy(const struct files_struct *fsp)
 {
@@ -143,7 +149,7 @@ static bool iotune_conn_is_ours(const struct iotune_process *p,
 /*
  * Is the file open in this process through a share without iotune (two
  * shares on one path, or one lease used through both)?  Such a handle
- * reads and writes the disk past the cache.  smbd 4.17 adds new handles
+ * reads and writes the disk past the cache.  smbd (4.17, 4.22) adds new handles
  * at the head of sconn->files: the list is only walked when that changed
  * since the last walk.
  */
@@ -352,9 +358,10 @@ void iotune_smbd_process_fini(struct iotune_process *p)
 }
 
 /*
- * With "server multi channel support" on, smbd 4.17 passes every SMB 2.1+
- * connection of a client GUID to the process that already serves that
- * client: one lease can then only be held through handles of one process.
+ * With "server multi channel support" on, smbd (4.17, 4.22) passes every
+ * SMB 2.1+ connection of a client GUID to the process that already
+ * serves that client: one lease can then only be held through handles of
+ * one process.
  * With it off, two connections of one client live in two processes that
  * share a lease without breaking it.
  */
