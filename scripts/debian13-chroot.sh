@@ -21,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 # the packages inside: what scripts/install-deps.sh installs on the host
 # that the 4.22 stages use (fincore is in util-linux-extra since trixie)
-PACKAGES="samba samba-vfs-modules smbclient samba-testsuite python3-samba
+PACKAGES="build-essential samba samba-vfs-modules smbclient samba-testsuite python3-samba
 	libtalloc-dev libtevent-dev libtdb-dev libcmocka-dev
 	gcc make pkg-config python3 perl dpkg-dev
 	flex bison libkeyutils-dev libparse-yapp-perl libbsd-dev
@@ -102,10 +102,25 @@ make_chroot() {
 	ln -sfn "$final" "$current"
 }
 
+# packages added to PACKAGES since a cached chroot was made
+ensure_packages() {
+	missing=""
+	for p in $PACKAGES; do
+		chroot "$1" dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
+			grep -q '^install ok installed$' || missing="$missing $p"
+	done
+	if [ -n "$missing" ]; then
+		# shellcheck disable=SC2086
+		run_in "$1" apt-get install -y -q --no-install-recommends \
+			$missing >&2
+	fi
+}
+
 if [ ! -f "$current/.iotune-chroot" ]; then
 	make_chroot
 fi
 root=$(readlink -f "$current")
+ensure_packages "$root"
 if [ "${1:-}" = run ]; then
 	shift
 	run_in "$root" "$@"

@@ -160,7 +160,8 @@ def stage_samba422():
     copy = os.path.join(root, 'iotune')
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(REPO, copy, symlinks=True,
-                    ignore=shutil.ignore_patterns('build', '.git'))
+                    ignore=shutil.ignore_patterns('build', '.git',
+                                                  '.lock-waf*'))
     host_module = os.path.join(REPO, 'build', 'iotune.so')
     shutil.copyfile(host_module, os.path.join(root, 'iotune-host.so'))
     rc, out = run([CHROOT, 'run', 'sh', '-c',

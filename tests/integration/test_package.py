@@ -43,6 +43,26 @@ def deb_files(deb):
     return [line.split()[-1].lstrip('.') for line in out.splitlines()]
 
 
+def source_files():
+    """the checkout's files as git sees them (tracked and new); without
+    git (the copy the samba422 stage makes in its chroot), every file but
+    build output"""
+    if shutil.which('git') and os.path.isdir(os.path.join(harness.REPO,
+                                                          '.git')):
+        out = subprocess.check_output(
+            ['git', 'ls-files', '-co', '--exclude-standard', '-z'],
+            cwd=harness.REPO)
+        return out.decode().split('\0')
+    names = []
+    for top, dirs, files in os.walk(harness.REPO):
+        dirs[:] = [d for d in dirs if d not in ('build', '.git',
+                                                '__pycache__')]
+        rel = os.path.relpath(top, harness.REPO)
+        names += [os.path.normpath(os.path.join(rel, f)) for f in files
+                  if not f.startswith('.lock-waf')]
+    return names
+
+
 @pytest.fixture(scope='module')
 def deb(tmp_path_factory):
     """Builds the .deb from a copy of the tree (tracked and new files, as
@@ -52,10 +72,7 @@ def deb(tmp_path_factory):
                     'remove it' % PACKAGE)
     top = tmp_path_factory.mktemp('deb')
     src = top / 'iotune'
-    files = subprocess.check_output(
-        ['git', 'ls-files', '-co', '--exclude-standard', '-z'],
-        cwd=harness.REPO)
-    for name in files.decode().split('\0'):
+    for name in source_files():
         if not name or not os.path.exists(os.path.join(harness.REPO, name)):
             continue
         dest = src / name
