@@ -944,7 +944,7 @@ static void test_holes_stay_holes(void **state)
 	for (b = 0; b < DISK_MAX / BLOCK; b++) {
 		n += f->disk.alloc[b];
 	}
-	assert_int_equal(n, 6);		/* one write straddles two blocks */
+	assert_int_equal(n, 6);	/* one write straddles two blocks */
 }
 
 /*
