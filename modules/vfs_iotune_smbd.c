@@ -96,8 +96,8 @@ bool iotune_smbd_version_ok(char *why, size_t why_len)
 }
 
 /*
- * May a handle keep written data in memory right now?  smbd (4.17, 4.22) sets
- * fsp->sent_oplock_break when it sends an oplock break, and
+ * May a handle keep written data in memory right now?  smbd (4.17,
+ * 4.22) sets fsp->sent_oplock_break when it sends an oplock break, and
  * SMB2_LEASE_FLAG_BREAK_IN_PROGRESS in the lease (whose state still shows
  * WRITE during the break) when it sends a lease break, in the same event
  * handler as the break itself.
@@ -149,9 +149,9 @@ static bool iotune_conn_is_ours(const struct iotune_process *p,
 /*
  * Is the file open in this process through a share without iotune (two
  * shares on one path, or one lease used through both)?  Such a handle
- * reads and writes the disk past the cache.  smbd (4.17, 4.22) adds new handles
- * at the head of sconn->files: the list is only walked when that changed
- * since the last walk.
+ * reads and writes the disk past the cache.  smbd (4.17, 4.22) adds new
+ * handles at the head of sconn->files: the list is only walked when that
+ * changed since the last walk.
  */
 bool iotune_smbd_foreign_handle(struct iotune_process *p,
 				const struct file_id *id)

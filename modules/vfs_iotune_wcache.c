@@ -386,7 +386,6 @@ static struct iotune_cache *iotune_cache_create(
 {
 	struct iotune_process *p = share->proc;
 	struct iotune_cache *cache = NULL;
-	const struct iotune_wc_params params = *share_params;
 	uint64_t most = MIN(p->max_caches, share->config.write_cache_max_files);
 	SMB_STRUCT_STAT st;
 
@@ -422,7 +421,7 @@ static struct iotune_cache *iotune_cache_create(
 		.private_data = cache,
 	};
 	if (cache->wake_im == NULL ||
-	    iotune_wc_init(&cache->wc, &params, (uint64_t)st.st_ex_size,
+	    iotune_wc_init(&cache->wc, share_params, (uint64_t)st.st_ex_size,
 			   &cache->io, iotune_cache_stats(share)) != 0) {
 		TALLOC_FREE(cache);
 		return NULL;
@@ -631,7 +630,9 @@ void iotune_caches_of_share_end(struct iotune_share *share)
 
 /*
  * A stat of any kind: the size includes data still in the cache of this
- * process.  (Other processes see it after the flush timeout at most.)
+ * process.  Each cached write's reservation already moved the end of file
+ * on disk, for every process; this matters only where the disk's size
+ * fell behind the cache (another writer truncated the file under it).
  */
 void iotune_cache_logical_size(struct vfs_handle_struct *handle,
 			       SMB_STRUCT_STAT *st)
