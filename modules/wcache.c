@@ -165,6 +165,11 @@ int iotune_wc_init(struct iotune_wcache *c,
 		.disk_size = disk_size,
 		.io = io,
 		.stats = stats,
+		.times = {
+			.known = IOTUNE_TS_NONE,
+			.pinned = IOTUNE_TS_NONE,
+			.last_write = IOTUNE_TS_NONE,
+		},
 	};
 	c->p.bypass_size = bypass_size(&c->p);
 	c->p.flushes = MAX(1, MIN(c->p.flushes, IOTUNE_WC_MAX_FLUSHES));
@@ -640,6 +645,7 @@ void iotune_wc_disk_done(struct iotune_wcache *c,
 		op_remove(&c->on_disk, op);
 		iotune_wc_note_disk_write(c, op->off, ret);
 		op->state = IOTUNE_WC_OP_IDLE;
+		c->landed += ret > 0 ? 1 : 0;
 	}
 	op->ret = ret;
 	op->err = ret < 0 ? err : 0;

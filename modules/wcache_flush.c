@@ -324,6 +324,7 @@ static enum piece_result piece_result(struct iotune_wcache *c, unsigned s,
 		WC_COUNT(c, flush_size[iotune_flush_size_bucket(got)], 1);
 		WC_COUNT(c, flush_short_writes, got < want ? 1 : 0);
 		f->pos += got;
+		c->landed++;
 		c->disk_size = MAX(c->disk_size, e->off + f->pos);
 		f->retries = 0;
 		c->last_failed = false;

@@ -55,6 +55,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "iotune/wctimes.h"
+
 enum iotune_flush_reason {
 	IOTUNE_FLUSH_FULL,		/* window completely dirty */
 	IOTUNE_FLUSH_NONCONTIG,		/* write outside the window */
@@ -220,6 +222,8 @@ struct iotune_wcache {
 	bool no_reserve;		/* the file system cannot reserve */
 	uint64_t reserved_lo;		/* [lo, hi): reserved last, known */
 	uint64_t reserved_hi;
+	uint64_t landed;		/* writes of cached data that landed */
+	struct iotune_wc_times times;	/* wctimes.h */
 	uint64_t log_next_ms;		/* rate limit of error lines */
 	unsigned log_repeats;
 	struct iotune_wc_op *queue;	/* QUEUED ops, oldest first */
