@@ -31,6 +31,7 @@ CORE_SOURCES = [
     'modules/wcache.c',
     'modules/wcache_flush.c',
     'modules/wcache_reserve.c',
+    'modules/wcache_times.c',
     'modules/wcache_buf.c',
     'modules/config.c',
     'modules/stats.c',
@@ -46,6 +47,7 @@ MODULE_SOURCES = [
     'modules/vfs_iotune_io.c',
     'modules/vfs_iotune_wcache.c',
     'modules/vfs_iotune_wcache_act.c',
+    'modules/vfs_iotune_wctimes.c',
     'modules/vfs_iotune_offload.c',
     'modules/vfs_iotune_dio.c',
     'modules/vfs_iotune_ra.c',
@@ -79,6 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return 0; }
 # unit test name -> extra link flags (syscall and libc fakes)
 UNIT_TESTS = {
     'wcache': ['-Wl,--wrap=malloc', '-Wl,--wrap=mmap'],
+    'wctimes': [],
     'config': [],
     'stats': [],
     'readahead': [],

@@ -57,6 +57,15 @@ typedef struct {
 #endif
 
 /*
+ * The write time clients see: up to 4.22 smbd keeps a delayed write time
+ * of its own for open files (set at close); since 4.23 it reports the
+ * file system's modification time and sets a sticky write time again
+ * after every write.  1: the write cache reports the time of cached
+ * writes that have not landed through its stat overlay.
+ */
+#define IOTUNE_SMBD_FS_WRITE_TIME IOTUNE_SAMBA_AT_LEAST(4, 23)
+
+/*
  * libsmb's client API, for the test client tests/clients/smb2_script.c:
  * smb2cli_create_recv() returns a symlink error context since 4.18;
  * GUID_to_ndr_buf() returns void and cli_full_connection_creds() takes a

@@ -471,15 +471,16 @@ static int iotune_fallocate(struct vfs_handle_struct *handle,
 }
 
 /*
- * Times: smbd sets them (a client's SET_INFO, the write time at close)
- * after the data it covers; cached data written later would move the
- * modification time past what was set.
+ * Times: smbd sets them (a client's SET_INFO, the write time at close,
+ * the sticky write time after every write since 4.23) after the data
+ * they cover; cached data landing later would move the modification time
+ * past what was set (vfs_iotune_wctimes.c).
  */
 static int iotune_fntimes(struct vfs_handle_struct *handle,
 			  struct files_struct *fsp,
 			  struct smb_file_time *ft)
 {
-	int err = iotune_flush_for(fsp, IOTUNE_FLUSH_TIMES, false);
+	int err = iotune_cache_times_set(handle, fsp, ft);
 
 	if (err != 0) {
 		errno = err;

@@ -156,6 +156,11 @@ void iotune_caches_check(struct iotune_process *p, bool files_changed);
 void iotune_caches_counting(struct iotune_process *p);
 void iotune_cache_logical_size(struct vfs_handle_struct *handle,
 			       SMB_STRUCT_STAT *st);
+
+/* vfs_iotune_wctimes.c: file times of cached files */
+int iotune_cache_times_set(struct vfs_handle_struct *handle,
+			   struct files_struct *fsp,
+			   const struct smb_file_time *ft);
 struct tevent_req *iotune_after_flush(
 	struct tevent_req *req,
 	struct tevent_context *ev,
@@ -313,5 +318,8 @@ bool iotune_smbd_leases_stay_in_process(void);
 const char *iotune_smbd_module_below(int snum, const char *const *names);
 const char *iotune_smbd_incompatible_module(int snum);
 int iotune_smbd_reopen(int fd, int flags);
+int iotune_smbd_set_mtime(struct vfs_handle_struct *handle,
+			  struct files_struct *fsp,
+			  struct timespec mtime);
 
 #endif /* IOTUNE_VFS_IOTUNE_H */

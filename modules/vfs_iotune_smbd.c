@@ -16,8 +16,9 @@
  *   it sends a break (fsp->oplock_type, sent_oplock_break, the lease's
  *   BREAK_IN_PROGRESS flag; smb2_oplock.c in 4.17 and 4.22 alike).
  * - Foreign handles: smbd keeps every files_struct of the process in
- *   sconn->files, new ones at the head (files.c, 4.17 and 4.22; both
- *   also move a handle found deep in the list to the head).
+ *   sconn->files, new ones at the head, and their number in
+ *   sconn->num_files (files.c, 4.17 and 4.22; both also move a handle
+ *   found deep in the list to the head).
  * - Pipelining: fsp->num_aio_requests counts a handle's requests in
  *   flight (4.17, 4.22).
  * - A private tevent context for flushes, so that synchronous VFS calls
@@ -29,6 +30,10 @@
  *   process when "server multi channel support" is on
  *   (smbXsrv_server_multi_channel_enabled(), 4.17 and 4.22).
  * - vfs_io_uring completes I/O on its own and is refused below iotune.
+ * - Setting a modification time again: vfs_default's and vfs_glusterfs's
+ *   fntimes do nothing when the times asked for equal those in
+ *   fsp->fsp_name->st, smbd's last stat of the handle (4.17, 4.22), which
+ *   may be older than the data that landed since.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -68,6 +73,7 @@ struct iotune_smbd {
 	struct messaging_context *msg_ctx;
 	struct smbd_server_connection *sconn;
 	struct files_struct *files_seen;	/* sconn->files at last scan */
+	size_t num_files_seen;			/* sconn->num_files then */
 };
 
 /*
@@ -150,8 +156,11 @@ static bool iotune_conn_is_ours(const struct iotune_process *p,
  * Is the file open in this process through a share without iotune (two
  * shares on one path, or one lease used through both)?  Such a handle
  * reads and writes the disk past the cache.  smbd (4.17, 4.22) adds new
- * handles at the head of sconn->files: the list is only walked when that
- * changed since the last walk.
+ * handles at the head of sconn->files and counts them in
+ * sconn->num_files: the list is only walked when either changed since
+ * the last walk.  (The head alone is not enough: smbd also moves a handle
+ * found deep in the list to the head, which can put the old head back
+ * there in the same loop iteration that added a new handle.)
  */
 bool iotune_smbd_foreign_handle(struct iotune_process *p,
 				const struct file_id *id)
@@ -195,9 +204,11 @@ static void iotune_trace_callback(enum tevent_trace_point point,
 		iotune_smbd_poll(s);
 	}
 	if (s->proc->caches != NULL) {
-		bool files_changed = s->sconn->files != s->files_seen;
+		bool files_changed = s->sconn->files != s->files_seen ||
+				     s->sconn->num_files != s->num_files_seen;
 
 		s->files_seen = s->sconn->files;
+		s->num_files_seen = s->sconn->num_files;
 		iotune_caches_check(s->proc, files_changed);
 	}
 }
@@ -411,4 +422,34 @@ int iotune_smbd_reopen(int fd, int flags)
 		return -1;
 	}
 	return open(path, flags | O_CLOEXEC);
+}
+
+/*
+ * Sets fsp's modification time to mtime again, after cached data that
+ * landed moved it: 0 or an errno.  The handle's stat is made true first,
+ * or the backend may think there is nothing to do.
+ */
+int iotune_smbd_set_mtime(struct vfs_handle_struct *handle,
+			  struct files_struct *fsp,
+			  struct timespec mtime)
+{
+	struct smb_file_time ft;
+	SMB_STRUCT_STAT st;
+
+	if (SMB_VFS_NEXT_FSTAT(handle, fsp, &st) != 0) {
+		return errno;
+	}
+	if (timespec_compare(&st.st_ex_mtime, &mtime) == 0) {
+		return 0;
+	}
+	init_smb_file_time(&ft);
+	ft.atime = st.st_ex_atime;
+	ft.mtime = mtime;
+	fsp->fsp_name->st.st_ex_atime = st.st_ex_atime;
+	fsp->fsp_name->st.st_ex_mtime = st.st_ex_mtime;
+	if (SMB_VFS_NEXT_FNTIMES(handle, fsp, &ft) != 0) {
+		return errno;
+	}
+	fsp->fsp_name->st.st_ex_mtime = mtime;
+	return 0;
 }

@@ -426,6 +426,7 @@ static struct iotune_cache *iotune_cache_create(
 		TALLOC_FREE(cache);
 		return NULL;
 	}
+	iotune_cache_times_made(cache, &st);
 	cache->proc = p;
 	cache->share = share;
 	cache->id = file->fsp->file_id;
@@ -543,6 +544,16 @@ int iotune_flush_for(struct files_struct *fsp,
 	return err;
 }
 
+/* Writes the cache out; it stays for the writes that follow */
+int iotune_cache_flush_keep(struct iotune_cache *cache,
+			    enum iotune_flush_reason reason)
+{
+	int err = iotune_cache_flush_now(cache, reason);
+
+	iotune_cache_release(cache, true);
+	return err;
+}
+
 void iotune_cache_note_disk_write(struct files_struct *fsp,
 				  uint64_t off,
 				  ssize_t written)
@@ -654,5 +665,6 @@ void iotune_cache_logical_size(struct vfs_handle_struct *handle,
 	if (size > (uint64_t)st->st_ex_size) {
 		st->st_ex_size = (off_t)size;
 	}
+	iotune_cache_times_stat(cache, st);
 }
 

@@ -94,5 +94,14 @@ bool iotune_cache_flushing(const struct iotune_cache *cache);
 
 /* vfs_iotune_wcache.c */
 void iotune_cache_maybe_release(struct iotune_cache *cache);
+int iotune_cache_flush_keep(struct iotune_cache *cache,
+			    enum iotune_flush_reason reason);
+
+/* vfs_iotune_wctimes.c */
+void iotune_cache_times_made(struct iotune_cache *cache,
+			     const SMB_STRUCT_STAT *st);
+void iotune_cache_times_landed(struct iotune_cache *cache);
+void iotune_cache_times_write(struct iotune_cache *cache);
+void iotune_cache_times_stat(struct iotune_cache *cache, SMB_STRUCT_STAT *st);
 
 #endif /* IOTUNE_VFS_IOTUNE_WCACHE_H */

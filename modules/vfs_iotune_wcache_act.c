@@ -333,6 +333,7 @@ void iotune_cache_apply(struct iotune_cache *cache,
 	}
 	/* not act->tick_ms: a failed dispatch or copy above ran the core */
 	iotune_cache_arm_tick(cache, iotune_wc_next_tick(&cache->wc));
+	iotune_cache_times_landed(cache);
 	/*
 	 * Last: a piece that cannot be issued fails at once, and the
 	 * action that failure asks for (a retry tick) must not be undone by
@@ -355,6 +356,9 @@ bool iotune_cache_submit(struct iotune_cache *cache, struct iotune_wc_op *op)
 	struct iotune_wc_action act;
 
 	cache->submits++;
+	if (op->kind == IOTUNE_WC_OP_WRITE) {
+		iotune_cache_times_write(cache);
+	}
 	iotune_wc_submit(&cache->wc, op, iotune_now_ms(), &act);
 	iotune_cache_apply(cache, &act);
 	if (!iotune_wc_take_done(&cache->wc, op)) {
