@@ -27,7 +27,7 @@ DEFAULT_SUITES = [
     'smb2.rw', 'smb2.read', 'smb2.oplock', 'smb2.lease', 'smb2.ioctl',
     'smb2.durable-open', 'smb2.durable-v2-open', 'smb2.lock',
     'smb2.create', 'smb2.getinfo', 'smb2.setinfo', 'smb2.compound',
-    'smb2.maxwrite',
+    'smb2.maxwrite', 'smb2.timestamps',
 ]
 
 # Modules on every share, below iotune.  acl_xattr and streams_xattr make

@@ -253,6 +253,7 @@ def test_failed_break_flush_never_overwrites_newer_data(smbd, errname,
 # 4. LastWriteTime set before close is kept.
 
 NT_2020 = 132223104000000000        # 2020-01-01 00:00:00 UTC
+NT_2020_NS = 1577836800 * 10 ** 9
 
 
 @pytest.mark.parametrize('oplock', ['batch', 'lease'])
@@ -272,6 +273,53 @@ def test_write_time_set_before_close_is_kept(smbd, oplock):
     print('mtime after close: %s' % mtimes)
     assert mtimes['plain'] == 1577836800
     assert mtimes['cached'] == mtimes['plain']
+
+
+def _flushes_for_times(smbd):
+    return harness.iotune_counters(smbd, 'cached').get('wc_flushes_times', 0)
+
+
+@pytest.mark.parametrize('oplock', ['batch', 'lease'])
+def test_write_time_restored_needs_no_flush(smbd, oplock):
+    """smbd 4.23+ sets a sticky write time again after every write; a set
+    that only restores the time the file has keeps the cache (no flush
+    for 'times'), and the time is set again after the data lands, so the
+    file ends with the time set and all its data.  (A set of a new time
+    writes the cache out first: test_write_time_set_before_close_is_kept.)
+    """
+    name = 'restored-%s.bin' % oplock
+    path = os.path.join(smbd.share_path('cached'), name)
+    with open(path, 'wb') as f:
+        f.write(b'x' * 64 * KIB)
+    os.utime(path, ns=(NT_2020_NS, NT_2020_NS))
+    before = _flushes_for_times(smbd)
+    c = harness.ScriptClient(smbd, 'cached')
+    c.open(name, oplock)
+    for i in range(8):
+        c.write(i * 4 * KIB, bytes([65 + i]) * 4 * KIB)   # rewrites
+        c.settime(NT_2020)
+        c.write(64 * KIB + i * 100, b'%02d' % i * 50)     # extends
+        c.settime(NT_2020)
+    c.write(60 * KIB, b'last')
+    on_disk_before_close = os.stat(path)
+    c.close()
+    c.quit()
+    st = os.stat(path)
+    with open(path, 'rb') as f:
+        data = f.read()
+    flushes = _flushes_for_times(smbd) - before
+    print('flushes for times: %d; size %d before close, %d after; '
+          'mtime %d' % (flushes, on_disk_before_close.st_size, st.st_size,
+                        st.st_mtime_ns))
+    assert flushes == 0
+    assert st.st_mtime_ns == NT_2020_NS
+    assert len(data) == 64 * KIB + 800
+    for i in range(8):
+        assert data[i * 4 * KIB:(i + 1) * 4 * KIB - (4 if i == 7 else 0)] \
+            .startswith(bytes([65 + i]) * 100)
+        assert data[64 * KIB + i * 100:64 * KIB + (i + 1) * 100] == \
+            b'%02d' % i * 50
+    assert data[60 * KIB:60 * KIB + 4] == b'last'
 
 
 # 5. Sizes: everything the writer's smbd serves shows the cached data;
