@@ -207,15 +207,30 @@ def configure_samba(conf, tree):
                        uselib_store=lib.upper())
 
 
+# IOTUNE_SANITIZE=1 at configure time (scripts/sanitize.sh, in its own
+# build directory): the module, the core, its unit tests, the fault module
+# and the test client with AddressSanitizer and UBSan.  Reports do not
+# stop the process (the sanitize stage collects them from log files);
+# smbd loads the module with libasan and libubsan preloaded.
+SANITIZE_FLAGS = ['-fsanitize=address,undefined', '-fno-omit-frame-pointer',
+                  '-fsanitize-recover=address']
+
+
 def configure(conf):
     conf.load('compiler_c')
     conf.load('waf_unit_test')
     conf.check_cfg(package='cmocka', args=['--cflags', '--libs'],
                    uselib_store='CMOCKA')
-    configure_fuzzers(conf)
+    sanitize = os.environ.get('IOTUNE_SANITIZE') == '1'
+    if not sanitize:
+        configure_fuzzers(conf)
     configure_manpage(conf)
     conf.env.append_value('CFLAGS', ['-O2', '-g', '-std=gnu11',
                                      '-fPIC'] + WARNINGS)
+    if sanitize:
+        conf.env.append_value('CFLAGS', SANITIZE_FLAGS)
+        conf.env.append_value('LINKFLAGS', SANITIZE_FLAGS)
+        conf.msg('Sanitizers', ' '.join(SANITIZE_FLAGS))
     tree = os.environ.get('IOTUNE_SAMBA_TREE')
     if tree and os.path.isfile(os.path.join(tree, 'bin', 'default',
                                             'include', 'config.h')):

@@ -6,7 +6,7 @@ set -eu
 PACKAGES="
 	samba samba-vfs-modules smbclient samba-testsuite python3-samba
 	libtalloc-dev libtevent-dev libtdb-dev libcmocka-dev
-	gcc make pkg-config python3 perl dpkg-dev
+	gcc make pkg-config python3 perl dpkg-dev libasan8 libubsan1
 	flex bison libkeyutils-dev libparse-yapp-perl libbsd-dev
 	libgnutls28-dev zlib1g-dev
 	tdb-tools iproute2 strace util-linux procps python3-pytest python3-tdb

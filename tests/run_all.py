@@ -3,6 +3,13 @@
 #   unit         cmocka tests of the core (build/tests/unit/test_*)
 #   fuzz         libFuzzer targets of the core (tests/fuzz), bounded runs
 #   integration  pytest against a real smbd (tests/integration)
+#   sanitize     the module built with ASan and UBSan (scripts/sanitize.sh),
+#                loaded into a real smbd in a private mount namespace; the
+#                write cache, direct I/O and read-ahead integration tests;
+#                any sanitizer report fails the stage
+#   load         50 clients at once against the share with iotune and
+#                without (tests/load/run_load.py); every acknowledged byte
+#                and every hot read checked
 #   package      builds the Debian package, installs it, loads the packaged
 #                module in a real smbd, removes and purges it
 #   glusterfs    pytest against a real smbd over a GlusterFS volume
@@ -26,8 +33,8 @@ import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
-STAGES = ['unit', 'fuzz', 'integration', 'package', 'glusterfs', 'cluster',
-          'conformance', 'samba422']
+STAGES = ['unit', 'fuzz', 'integration', 'sanitize', 'load', 'package',
+          'glusterfs', 'cluster', 'conformance', 'samba422']
 # what the samba422 stage runs inside the chroot: the stages that meet
 # smbd (the core's unit tests and fuzzers do not depend on Samba;
 # GlusterFS and CTDB stay on the host's release), conformance with
@@ -36,6 +43,12 @@ STAGES = ['unit', 'fuzz', 'integration', 'package', 'glusterfs', 'cluster',
 # code, which is the same on both releases)
 SAMBA422_STAGES = ['integration', 'package', 'conformance', 'versions']
 CHROOT = os.path.join(REPO, 'scripts', 'debian13-chroot.sh')
+
+# what the sanitize stage runs: the tests of the code that keeps data
+# (test_sanitize.py first: its deliberate overflow must be reported)
+SANITIZE_TESTS = ['test_sanitize.py', 'test_write_cache.py',
+                  'test_write_cache_safety.py', 'test_reservation.py',
+                  'test_direct_io.py', 'test_readahead.py']
 
 # fuzz target -> libFuzzer arguments (bounded: a test, not a campaign)
 FUZZ_TARGETS = {
@@ -126,7 +139,42 @@ def pytest_stage(marks):
 
 def stage_integration():
     return pytest_stage('not glusterfs and not cluster and not package '
-                        'and not samba_versions')
+                        'and not samba_versions and not sanitize')
+
+
+def stage_sanitize():
+    rc, _ = run(['sh', 'scripts/sanitize.sh', 'build'])
+    if rc != 0:
+        print('sanitize: the build with sanitizers failed')
+        return 0, 1
+    out_dir = os.path.join(REPO, 'build-sanitize')
+    reports = os.path.join(out_dir, 'reports')
+    for d in (reports, os.path.join(out_dir, 'canary-reports')):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(reports)
+    rc, out = run(['unshare', '-m', 'sh', 'scripts/sanitize.sh', 'run',
+                   reports] + [os.path.join('tests', 'integration', t)
+                               for t in SANITIZE_TESTS])
+    tail = out.strip().splitlines()[-1] if out.strip() else ''
+    passed = count(r'(\d+) passed', tail)
+    failed = count(r'(\d+) (?:failed|error)', tail)
+    SKIPPED.append(count(r'(\d+) skipped', tail))
+    if rc != 0 and failed == 0:
+        failed = 1
+    found = sorted(glob.glob(os.path.join(reports, '*')))
+    for path in found:
+        print('==== sanitizer report %s ====' % path)
+        with open(path, errors='replace') as f:
+            print(f.read())
+    print('sanitize: %d sanitizer reports' % len(found))
+    return passed, failed + len(found)
+
+
+def stage_load():
+    rc, out = run(['/usr/bin/python3', 'tests/load/run_load.py'])
+    if rc == 0 and re.search(r'^load: passed$', out, re.M):
+        return 1, 0
+    return 0, 1
 
 
 def stage_package():
@@ -160,8 +208,8 @@ def stage_samba422():
     copy = os.path.join(root, 'iotune')
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(REPO, copy, symlinks=True,
-                    ignore=shutil.ignore_patterns('build', '.git',
-                                                  '.lock-waf*'))
+                    ignore=shutil.ignore_patterns('build', 'build-sanitize',
+                                                  '.git', '.lock-waf*'))
     host_module = os.path.join(REPO, 'build', 'iotune.so')
     shutil.copyfile(host_module, os.path.join(root, 'iotune-host.so'))
     rc, out = run([CHROOT, 'run', 'sh', '-c',

@@ -29,6 +29,9 @@ def pytest_configure(config):
         'markers', 'samba_versions: a module built for another Samba '
         'release (the samba422 stage of tests/run_all.py)')
     config.addinivalue_line(
+        'markers', 'sanitize: checks of the sanitize stage itself '
+        '(scripts/sanitize.sh run)')
+    config.addinivalue_line(
         'markers', 'package: builds, installs and removes the Debian '
         'package (the package stage of tests/run_all.py)')
 

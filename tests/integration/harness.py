@@ -20,6 +20,11 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 USER = 'root'
 PASSWORD = 'iotune-Test1'
 SMB_PORT = 445
+# the build whose module, fault module and test client the tests use
+# (build-sanitize for the sanitize stage)
+BUILD = os.path.join(REPO, os.environ.get('IOTUNE_BUILD_DIR', 'build'))
+# libraries preloaded into smbd (libasan/libubsan for the sanitize stage)
+SMBD_PRELOAD = os.environ.get('IOTUNE_SMBD_PRELOAD', '')
 
 
 def smbd_build_option(name):
@@ -43,7 +48,7 @@ def install_module():
     dest = module_path()
     for built, name in [('iotune.so', 'iotune.so'),
                         ('tests/vfs/iotune_fault.so', 'iotune_fault.so')]:
-        built = os.path.join(REPO, 'build', built)
+        built = os.path.join(BUILD, built)
         if not os.path.isfile(built):
             raise RuntimeError('%s is missing: run ./waf build first' %
                                built)
@@ -211,12 +216,15 @@ class Smbd:
         ensure_loopback_address(self.address)
         self.write_conf()
         self.add_user()
+        env = dict(os.environ)
+        if SMBD_PRELOAD:
+            env['LD_PRELOAD'] = SMBD_PRELOAD
         self.proc = subprocess.Popen(
             self.wrapper + ['smbd', '--foreground', '--no-process-group',
              '--configfile=%s' % self.conf],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(self.workdir, 'smbd.stderr'), 'w'),
-            start_new_session=True)
+            start_new_session=True, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -452,7 +460,7 @@ class ScriptClient:
     """One SMB2 connection through build/tests/clients/smb2-script: leases,
     break acknowledgements, FLUSH and truncate."""
 
-    BINARY = os.path.join(REPO, 'build', 'tests', 'clients', 'smb2-script')
+    BINARY = os.path.join(BUILD, 'tests', 'clients', 'smb2-script')
 
     def __init__(self, smbd, share, conf=None):
         """conf: a client smb.conf instead of the server's (for example

@@ -55,8 +55,8 @@ def source_files():
         return out.decode().split('\0')
     names = []
     for top, dirs, files in os.walk(harness.REPO):
-        dirs[:] = [d for d in dirs if d not in ('build', '.git',
-                                                '__pycache__')]
+        dirs[:] = [d for d in dirs if d not in ('build', 'build-sanitize',
+                                                '.git', '__pycache__')]
         rel = os.path.relpath(top, harness.REPO)
         names += [os.path.normpath(os.path.join(rel, f)) for f in files
                   if not f.startswith('.lock-waf')]

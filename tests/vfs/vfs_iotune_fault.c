@@ -13,6 +13,9 @@
  *                                after BYTES more bytes were written (a
  *                                write that crosses the limit is short)
  *   fallocate ERRNO              fallocate fails with ERRNO
+ *   canary                       writes one byte past a heap buffer, once
+ *                                per rule read: the sanitize stage's
+ *                                proof that a report fails it
  *
  * The "after" budget starts anew whenever the control file changes.
  *
@@ -53,6 +56,19 @@ static int fault_errno(const char *name)
 	return EIO;
 }
 
+/* A deliberate heap overflow, for the sanitize stage to find */
+static void fault_canary(void)
+{
+	volatile size_t past = 8;
+	char *p = malloc(8);
+
+	if (p != NULL) {
+		p[past] = 1;
+		DBG_ERR("iotune_fault: canary written past its buffer\n");
+		free(p);
+	}
+}
+
 static void fault_parse(struct fault_rules *r, char *text)
 {
 	char *save = NULL;
@@ -75,6 +91,8 @@ static void fault_parse(struct fault_rules *r, char *text)
 			r->pwrite_budget = after;
 		} else if (n >= 2 && strcmp(what, "fallocate") == 0) {
 			r->fallocate_errno = fault_errno(err);
+		} else if (n >= 1 && strcmp(what, "canary") == 0) {
+			fault_canary();
 		}
 	}
 }
