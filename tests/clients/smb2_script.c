@@ -17,7 +17,7 @@
  *                             (waits up to MS for a break not yet
  *                             reported, also with autoack)
  *   ack                    -> acknowledges the last break
- *   use N                  -> later commands act on handle slot N (0-7)
+ *   use N                  -> later commands act on handle slot N (0-15)
  *   pump write|read|echo TOTAL BLOCK DEPTH
  *                          -> ok BYTES USEC  (DEPTH requests in flight;
  *                             echo: one SMB2 ECHO per BLOCK bytes, the
@@ -54,7 +54,7 @@ struct client {
 	struct {
 		uint64_t persistent;
 		uint64_t volatile_;
-	} slot[8];
+	} slot[16];
 	unsigned cur;
 	uint64_t fid_persistent;
 	uint64_t fid_volatile;
