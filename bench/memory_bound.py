@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # The write cache's memory, measured against its bound.  One client
 # connection (one smbd process) holds a batch oplock on 16 files and
-# writes 4 KiB pieces round robin, 4 MiB per file, so that every cache
-# fills windows and flushes them while the next fills; the same on a
+# writes 32 KiB pieces round robin, 4 MiB per file (flush timeout 10 s:
+# windows are written because they are full), so that every cache fills
+# windows and flushes them while the next fills; the same on a
 # share without iotune.  Printed per share: the smbd process's peak
 # resident memory (VmHWM) over the plain share's, next to the bound
 # write cache max files x (1 + windows in flight) x write cache size, and
@@ -29,7 +30,7 @@ KIB = 1024
 MIB = 1024 * KIB
 FILES = 16
 PER_FILE = 4 * MIB
-PIECE = 4 * KIB
+PIECE = 32 * KIB
 
 
 def status_kib(pid, field):
@@ -77,7 +78,8 @@ def main():
     args = ap.parse_args()
     size = int(args.size[:-1]) * {'K': KIB, 'M': MIB}[args.size[-1]]
     opts = {'write cache size': args.size,
-            'write cache max files': str(args.max_files)}
+            'write cache max files': str(args.max_files),
+            'write cache flush timeout': '10s'}
     shares = {
         'plain': {},
         'iotune': dict({'vfs objects': 'iotune'},
@@ -92,7 +94,7 @@ def main():
     smbd.start()
     try:
         base = run(smbd, 'plain')
-        print('memory: %d files, 4 KiB writes, write cache size %s, max '
+        print('memory: %d files, 32 KiB writes, write cache size %s, max '
               'files %d; plain share: peak %.1f MiB' %
               (FILES, args.size, args.max_files, base[0] / 1024))
         for share, windows in (('iotune', 1), ('direct', 4)):

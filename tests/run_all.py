@@ -111,8 +111,10 @@ def stage_fuzz():
                   binary)
             failed += 1
             continue
+        seeds = os.path.join(REPO, 'tests', 'fuzz', 'corpus', name)
         rc, _ = run([binary, '-seed=1', '-artifact_prefix=%s/' %
-                     out_dir] + fuzz_args + [corpus])
+                     out_dir] + fuzz_args + [corpus] +
+                    ([seeds] if os.path.isdir(seeds) else []))
         if rc == 0:
             passed += 1
         else:
