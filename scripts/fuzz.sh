@@ -5,7 +5,8 @@
 #                                 (default 600), with ASan and UBSan
 #                                 (wscript builds the targets with them)
 #   scripts/fuzz.sh --merge       adds what earlier runs found and that
-#                                 covers new code to the seeds, minimized
+#                                 reaches new code (edges) to the seeds,
+#                                 minimized
 #
 # Each target starts from its seeds in tests/fuzz/corpus/TARGET (kept in
 # the repository: small inputs only) and from what earlier runs found in
@@ -30,7 +31,8 @@ mkdir -p build/fuzz
 if [ "${1:-}" = "--merge" ]; then
 	for t in $targets; do
 		mkdir -p "tests/fuzz/corpus/$t" "build/fuzz/corpus_$t"
-		"build/tests/fuzz/fuzz_$t" -merge=1 -max_len="$(max_len "$t")" \
+		"build/tests/fuzz/fuzz_$t" -merge=1 -use_counters=0 \
+			-max_len="$(max_len "$t")" \
 			"tests/fuzz/corpus/$t" "build/fuzz/corpus_$t"
 	done
 	exit 0
