@@ -57,6 +57,7 @@ int iotune_cache_times_set(struct vfs_handle_struct *handle,
 	struct iotune_ts disk = IOTUNE_TS_NONE;
 	enum iotune_times_verdict v;
 	SMB_STRUCT_STAT st;
+	int err;
 
 	if (cache == NULL || ft == NULL) {
 		return 0;
@@ -72,7 +73,17 @@ int iotune_cache_times_set(struct vfs_handle_struct *handle,
 			  v == IOTUNE_TIMES_PIN ? "pinned" : "nothing cached");
 		return 0;
 	}
-	return iotune_cache_flush_keep(cache, IOTUNE_FLUSH_TIMES);
+	err = iotune_cache_flush_keep(cache, IOTUNE_FLUSH_TIMES);
+	if (err != 0) {
+		return err;
+	}
+	/* written out: the core pins the time now (the cache may be gone) */
+	cache = iotune_cache_of(fsp);
+	if (cache != NULL) {
+		(void)iotune_wc_times_set(&cache->wc, iotune_ts_of(ft->mtime),
+					  disk);
+	}
+	return 0;
 }
 
 /* A cache was made for a file whose stat is st */

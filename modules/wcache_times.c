@@ -39,11 +39,14 @@ int iotune_ts_cmp(struct iotune_ts a, struct iotune_ts b)
 	return 0;
 }
 
-/* Cached data that has not landed yet: it will move the mtime */
+/*
+ * Cached data that has not landed yet: it will move the mtime.  (Writes
+ * the cache sent to disk past it are in flight like writes on a share
+ * without iotune; a pinned time is set again after they land too.)
+ */
 static bool unlanded(const struct iotune_wcache *c)
 {
-	return iotune_wc_is_dirty(c) || c->to_disk != NULL ||
-	       c->on_disk != NULL || iotune_wc_copies_in_flight(c);
+	return iotune_wc_is_dirty(c) || iotune_wc_copies_in_flight(c);
 }
 
 void iotune_wc_times_known(struct iotune_wcache *c, struct iotune_ts mtime)
@@ -78,15 +81,13 @@ enum iotune_times_verdict iotune_wc_times_set(struct iotune_wcache *c,
 		return IOTUNE_TIMES_PASS;
 	}
 	restores = is_set_already(t, mtime, disk_mtime);
+	if (unlanded(c) && !restores) {
+		/* the caller asks again once the cache is written out */
+		return IOTUNE_TIMES_FLUSH;
+	}
 	t->pinned = mtime;
 	t->landed_seen = c->landed;
-	if (!unlanded(c)) {
-		return IOTUNE_TIMES_PASS;
-	}
-	if (restores) {
-		return IOTUNE_TIMES_PIN;
-	}
-	return IOTUNE_TIMES_FLUSH;
+	return unlanded(c) ? IOTUNE_TIMES_PIN : IOTUNE_TIMES_PASS;
 }
 
 bool iotune_wc_times_landed(struct iotune_wcache *c, struct iotune_ts *mtime)

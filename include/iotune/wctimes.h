@@ -74,7 +74,9 @@ void iotune_wc_times_known(struct iotune_wcache *c, struct iotune_ts mtime);
 
 /*
  * smbd sets the modification time mtime (IOTUNE_TS_NONE: not set) of a
- * file whose modification time on disk is disk_mtime.
+ * file whose modification time on disk is disk_mtime.  PASS and PIN pin
+ * mtime; after FLUSH, once the cache is written out, the caller asks
+ * again (PASS: pinned then), so that a set that fails pins nothing.
  */
 enum iotune_times_verdict iotune_wc_times_set(struct iotune_wcache *c,
 					      struct iotune_ts mtime,

@@ -27,6 +27,15 @@ static uint64_t disk_size;
 static uint8_t model[SPACE * 2];
 static uint64_t model_size;
 static int fail_next;
+static uint64_t now;
+static struct iotune_ts disk_mtime;	/* moved by every write */
+static struct iotune_ts set_mtime;	/* the last time set */
+
+static struct iotune_ts ts_of(uint64_t ms)
+{
+	return (struct iotune_ts) { .sec = (int64_t)(ms / 1000),
+				    .nsec = (int64_t)(ms % 1000) * 1000000 };
+}
 
 static ssize_t fake_pwrite(void *p, const void *buf, size_t n, uint64_t off)
 {
@@ -42,6 +51,7 @@ static ssize_t fake_pwrite(void *p, const void *buf, size_t n, uint64_t off)
 	if (off + n > disk_size) {
 		disk_size = off + n;
 	}
+	disk_mtime = ts_of(now);
 	return (ssize_t)n;
 }
 
@@ -55,7 +65,6 @@ struct slot {
 
 static struct slot slots[MAX_OPS];
 static struct iotune_wcache c;
-static uint64_t now;
 static unsigned piece;	/* flush pieces in flight */
 static struct iotune_wc_action pending[IOTUNE_WC_MAX_FLUSHES];
 
@@ -76,7 +85,11 @@ static void model_write(uint64_t off, const uint8_t *buf, size_t n)
 static void apply(const struct iotune_wc_action *act)
 {
 	struct iotune_wc_op *op = NULL;
+	struct iotune_ts t;
 
+	if (iotune_wc_times_landed(&c, &t)) {
+		disk_mtime = t;		/* what the Samba side does */
+	}
 	if (act->tick_ms != 0 && act->tick_ms <= now) {
 		abort();	/* would spin */
 	}
@@ -205,6 +218,32 @@ static void submit(enum iotune_wc_op_kind kind, uint64_t off, size_t n,
 	apply(&act);
 }
 
+/* smbd sets the mtime: the file's own, or another one */
+static void set_times(uint8_t x)
+{
+	struct iotune_ts t = (x & 1) ? disk_mtime : ts_of(x * 1000ULL);
+	struct iotune_wc_action act;
+
+	switch (iotune_wc_times_set(&c, t, disk_mtime)) {
+	case IOTUNE_TIMES_FLUSH:
+		if (iotune_wc_flush_sync(&c, IOTUNE_FLUSH_TIMES, now,
+					 &act) != 0) {
+			apply(&act);
+			return;		/* the set fails: nothing is set */
+		}
+		apply(&act);
+		if (iotune_wc_times_set(&c, t, disk_mtime) !=
+		    IOTUNE_TIMES_PASS) {
+			abort();
+		}
+		break;
+	default:
+		break;
+	}
+	disk_mtime = t;
+	set_mtime = t;
+}
+
 static void step(const uint8_t *d, int *lost)
 {
 	uint64_t off = ((uint64_t)d[1] << 8 | d[2]) % SPACE;
@@ -212,7 +251,7 @@ static void step(const uint8_t *d, int *lost)
 	struct iotune_wc_action act;
 	size_t i;
 
-	switch (d[0] % 10) {
+	switch (d[0] % 11) {
 	case 0: case 1: case 2: case 3:
 		submit(IOTUNE_WC_OP_WRITE, off, n, d[0] ^ d[3], !*lost);
 		break;
@@ -239,6 +278,9 @@ static void step(const uint8_t *d, int *lost)
 		now += d[3] * 20;
 		iotune_wc_tick(&c, now, &act);
 		apply(&act);
+		break;
+	case 10:
+		set_times(d[3]);
 		break;
 	case 9:
 		if (piece || *lost || iotune_wc_failed(&c)) {
@@ -269,6 +311,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t i;
 
 	disk_size = model_size = 0;
+	disk_mtime = set_mtime = IOTUNE_TS_NONE;
 	fail_next = 0;
 	piece = 0;
 	now = 1;
@@ -290,6 +333,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (disk_size != model_size ||
 	    memcmp(disk, model, model_size) != 0) {
+		abort();
+	}
+	/* every time set is the file's time once all data landed */
+	if (!iotune_ts_is_none(set_mtime) &&
+	    iotune_ts_cmp(disk_mtime, set_mtime) != 0) {
 		abort();
 	}
 	iotune_wc_destroy(&c);

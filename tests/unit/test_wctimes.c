@@ -163,6 +163,8 @@ static enum iotune_times_verdict set_times(struct fixture *f,
 						      f->now, &act), 0);
 		apply(f, &act);
 		assert_false(iotune_wc_is_dirty(&f->c));
+		assert_int_equal(iotune_wc_times_set(&f->c, mtime, f->mtime),
+				 IOTUNE_TIMES_PASS);
 	}
 	set_disk_mtime(f, mtime);
 	return v;
@@ -272,6 +274,29 @@ static void test_new_time_flushes_first(void **state)
 	assert_int_equal(iotune_ts_cmp(f->mtime, t), 0);
 }
 
+/* A set whose flush fails pins nothing: the client got the error */
+static void test_failed_set_pins_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_ts before = f->mtime;
+	struct iotune_wc_action act;
+
+	cached_write(f, 0, 4 * KIB);
+	f->mtime = before;
+	f->fail_writes = 1;
+	assert_int_equal(iotune_wc_times_set(&f->c, ts_of(3000), f->mtime),
+			 IOTUNE_TIMES_FLUSH);
+	assert_int_not_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_TIMES,
+						  f->now, &act), 0);
+	apply(f, &act);
+	f->now += 60000;
+	iotune_wc_tick(&f->c, f->now, &act);	/* the retry lands */
+	apply(f, &act);
+	assert_false(iotune_wc_is_dirty(&f->c));
+	assert_int_equal(f->sets, 0);
+	assert_int_equal(iotune_ts_cmp(f->mtime, ts_of(f->now)), 0);
+}
+
 /* Set again once per landing, not on every call */
 static void test_landed_once_per_landing(void **state)
 {
@@ -362,6 +387,7 @@ int main(void)
 		T(test_time_before_the_cache_pins),
 		T(test_restoring_disk_mtime_pins),
 		T(test_new_time_flushes_first),
+		T(test_failed_set_pins_nothing),
 		T(test_landed_once_per_landing),
 		T(test_failed_flush_then_retry),
 		T(test_reported_mtime),
