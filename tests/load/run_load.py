@@ -50,9 +50,11 @@ REOPEN_EVERY = 32
 class Phase:
     """What the clients of one share saw"""
 
-    def __init__(self, share, path):
+    def __init__(self, share, path, n_lease):
         self.share = share
         self.path = path
+        # lease writer w writes region w // HOT_FILES of hot-(w % HOT_FILES)
+        self.hot_size = -(-n_lease // HOT_FILES) * REGION
         self.lock = threading.Lock()
         self.acked_bytes = 0
         self.errors = {}
@@ -102,10 +104,14 @@ def block_of(writer, k, gen):
     return (head * (BLOCK // len(head) + 1))[:BLOCK]
 
 
+def region(writer):
+    return (writer // HOT_FILES) * REGION
+
+
 def lease_client(smbd, phase, cid, stop):
     name = 'hot-%d.bin' % (cid % HOT_FILES)
-    base = cid * REGION
-    data_m, mask = phase.model(name, (cid + 1) * REGION)
+    base = region(cid)
+    data_m, mask = phase.model(name, phase.hot_size)
     c = harness.ScriptClient(smbd, phase.share)
     c.call('autoack')
     c.open(name, 'lease')
@@ -142,7 +148,7 @@ def reader_client(smbd, phase, cid, stop, writers):
             continue
         k, gen = seen
         c.open('hot-%d.bin' % (w % HOT_FILES), 'none')
-        got = c.read(w * REGION + k * BLOCK, BLOCK)
+        got = c.read(region(w) + k * BLOCK, BLOCK)
         c.close()
         m = re.match(rb'W(\d{3}) K(\d{6}) G(\d{6})\|', got)
         with phase.lock:
@@ -234,7 +240,7 @@ def run_phase(smbd, share, counts, seconds):
     path = smbd.share_path(share)
     shutil.rmtree(path)
     os.makedirs(path)
-    phase = Phase(share, path)
+    phase = Phase(share, path, counts[1])
     before = harness.iotune_counters(smbd, share)
     peaks = run_clients(smbd, phase, counts, seconds)
     time.sleep(1)
