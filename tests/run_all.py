@@ -126,10 +126,8 @@ def stage_fuzz():
 SKIPPED = []
 
 
-def pytest_stage(marks):
-    rc, out = run(['/usr/bin/python3', '-m', 'pytest', '-q', '-rfEs',
-                   '-p', 'no:cacheprovider', '-m', marks,
-                   'tests/integration'])
+def pytest_counts(rc, out):
+    """(passed, failed) from pytest's last line; skips go to SKIPPED"""
     tail = out.strip().splitlines()[-1] if out.strip() else ''
     passed = count(r'(\d+) passed', tail)
     failed = count(r'(\d+) (?:failed|error)', tail)
@@ -137,6 +135,12 @@ def pytest_stage(marks):
     if rc != 0 and failed == 0:
         failed = 1
     return passed, failed
+
+
+def pytest_stage(marks):
+    return pytest_counts(*run(['/usr/bin/python3', '-m', 'pytest', '-q',
+                               '-rfEs', '-p', 'no:cacheprovider', '-m',
+                               marks, 'tests/integration']))
 
 
 def stage_integration():
@@ -154,15 +158,9 @@ def stage_sanitize():
     for d in (reports, os.path.join(out_dir, 'canary-reports')):
         shutil.rmtree(d, ignore_errors=True)
     os.makedirs(reports)
-    rc, out = run(['unshare', '-m', 'sh', 'scripts/sanitize.sh', 'run',
-                   reports] + [os.path.join('tests', 'integration', t)
-                               for t in SANITIZE_TESTS])
-    tail = out.strip().splitlines()[-1] if out.strip() else ''
-    passed = count(r'(\d+) passed', tail)
-    failed = count(r'(\d+) (?:failed|error)', tail)
-    SKIPPED.append(count(r'(\d+) skipped', tail))
-    if rc != 0 and failed == 0:
-        failed = 1
+    passed, failed = pytest_counts(*run(
+        ['unshare', '-m', 'sh', 'scripts/sanitize.sh', 'run', reports] +
+        [os.path.join('tests', 'integration', t) for t in SANITIZE_TESTS]))
     found = sorted(glob.glob(os.path.join(reports, '*')))
     for path in found:
         print('==== sanitizer report %s ====' % path)
