@@ -107,7 +107,8 @@ SAMBA_LIBS = [('smbd-base', 'private'), ('samba-debug', 'private'),
               ('smbconf', 'public'), ('tevent-util', 'public'),
               ('samba-util', 'public'), ('genrand', 'private'),
               ('samba3-util', 'private'), ('messages-dgm', 'private'),
-              ('dbwrap', 'private'), ('util-tdb', 'private')]
+              ('dbwrap', 'private'), ('util-tdb', 'private'),
+              ('smbd-shim', 'private')]
 
 # ... and the SMB2 test client
 CLIENT_LIBS = [('libsmb', 'private'), ('cli-smb-common', 'private'),

@@ -481,12 +481,17 @@ static int iotune_fntimes(struct vfs_handle_struct *handle,
 			  struct smb_file_time *ft)
 {
 	int err = iotune_cache_times_set(handle, fsp, ft);
+	int ret;
 
 	if (err != 0) {
 		errno = err;
 		return -1;
 	}
-	return SMB_VFS_NEXT_FNTIMES(handle, fsp, ft);
+	ret = SMB_VFS_NEXT_FNTIMES(handle, fsp, ft);
+	if (ret == 0) {
+		iotune_cache_times_done(handle, fsp, ft);
+	}
+	return ret;
 }
 
 /* Every stat shows the size with the data still cached in this process */

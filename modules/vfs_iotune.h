@@ -161,6 +161,9 @@ void iotune_cache_logical_size(struct vfs_handle_struct *handle,
 int iotune_cache_times_set(struct vfs_handle_struct *handle,
 			   struct files_struct *fsp,
 			   const struct smb_file_time *ft);
+void iotune_cache_times_done(struct vfs_handle_struct *handle,
+			     struct files_struct *fsp,
+			     const struct smb_file_time *ft);
 struct tevent_req *iotune_after_flush(
 	struct tevent_req *req,
 	struct tevent_context *ev,

@@ -427,7 +427,10 @@ int iotune_smbd_reopen(int fd, int flags)
 /*
  * Sets fsp's modification time to mtime again, after cached data that
  * landed moved it: 0 or an errno.  The handle's stat is made true first,
- * or the backend may think there is nothing to do.
+ * or the backend may think there is nothing to do.  It runs as whoever
+ * smbd is at the moment (a completion, another session's user): a set
+ * the file system refuses is done as root, as smbd's own file_ntimes()
+ * does ("dos filetimes"); the time is one a client set successfully.
  */
 int iotune_smbd_set_mtime(struct vfs_handle_struct *handle,
 			  struct files_struct *fsp,
@@ -435,6 +438,8 @@ int iotune_smbd_set_mtime(struct vfs_handle_struct *handle,
 {
 	struct smb_file_time ft;
 	SMB_STRUCT_STAT st;
+	int ret;
+	int err;
 
 	if (SMB_VFS_NEXT_FSTAT(handle, fsp, &st) != 0) {
 		return errno;
@@ -447,9 +452,16 @@ int iotune_smbd_set_mtime(struct vfs_handle_struct *handle,
 	ft.mtime = mtime;
 	fsp->fsp_name->st.st_ex_atime = st.st_ex_atime;
 	fsp->fsp_name->st.st_ex_mtime = st.st_ex_mtime;
-	if (SMB_VFS_NEXT_FNTIMES(handle, fsp, &ft) != 0) {
-		return errno;
+	ret = SMB_VFS_NEXT_FNTIMES(handle, fsp, &ft);
+	err = ret == 0 ? 0 : errno;
+	if (err == EPERM || err == EACCES) {
+		become_root();
+		ret = SMB_VFS_NEXT_FNTIMES(handle, fsp, &ft);
+		err = ret == 0 ? 0 : errno;
+		unbecome_root();
 	}
-	fsp->fsp_name->st.st_ex_mtime = mtime;
-	return 0;
+	if (err == 0) {
+		fsp->fsp_name->st.st_ex_mtime = mtime;
+	}
+	return err;
 }

@@ -249,6 +249,10 @@ static void iotune_cache_detach(struct iotune_file *file)
 	}
 	DLIST_REMOVE(cache->files, file);
 	file->cache = NULL;
+	if (cache->pinned_by == file) {
+		cache->pinned_by = NULL;
+		iotune_wc_times_unpin(&cache->wc);
+	}
 }
 
 /*

@@ -48,6 +48,7 @@ struct iotune_cache {
 	struct iotune_share *share;
 	struct file_id id;
 	struct iotune_file *files;	/* attached handles; head does I/O */
+	struct iotune_file *pinned_by;	/* set the pinned mtime (wctimes) */
 	struct iotune_wcache wc;
 	struct iotune_wc_io_ops io;
 	struct iotune_flush_io flushes[IOTUNE_WC_MAX_FLUSHES];

@@ -57,7 +57,6 @@ int iotune_cache_times_set(struct vfs_handle_struct *handle,
 	struct iotune_ts disk = IOTUNE_TS_NONE;
 	enum iotune_times_verdict v;
 	SMB_STRUCT_STAT st;
-	int err;
 
 	if (cache == NULL || ft == NULL) {
 		return 0;
@@ -73,17 +72,31 @@ int iotune_cache_times_set(struct vfs_handle_struct *handle,
 			  v == IOTUNE_TIMES_PIN ? "pinned" : "nothing cached");
 		return 0;
 	}
-	err = iotune_cache_flush_keep(cache, IOTUNE_FLUSH_TIMES);
-	if (err != 0) {
-		return err;
+	return iotune_cache_flush_keep(cache, IOTUNE_FLUSH_TIMES);
+}
+
+/*
+ * smbd set the times: the modification time is pinned, set again after
+ * cached data lands, until the handle that set it leaves the cache.
+ */
+void iotune_cache_times_done(struct vfs_handle_struct *handle,
+			     struct files_struct *fsp,
+			     const struct smb_file_time *ft)
+{
+	struct iotune_cache *cache = NULL;
+	struct iotune_file *file = NULL;
+
+	if (ft == NULL || is_omit_timespec(&ft->mtime)) {
+		return;
 	}
-	/* written out: the core pins the time now (the cache may be gone) */
 	cache = iotune_cache_of(fsp);
-	if (cache != NULL) {
-		(void)iotune_wc_times_set(&cache->wc, iotune_ts_of(ft->mtime),
-					  disk);
+	if (cache == NULL) {
+		return;
 	}
-	return 0;
+	file = iotune_file_of(handle, fsp);
+	iotune_wc_times_pin(&cache->wc, iotune_ts_of(ft->mtime));
+	/* a handle not in the cache: pinned until the cache ends */
+	cache->pinned_by = file != NULL && file->cache == cache ? file : NULL;
 }
 
 /* A cache was made for a file whose stat is st */

@@ -74,20 +74,27 @@ enum iotune_times_verdict iotune_wc_times_set(struct iotune_wcache *c,
 					      struct iotune_ts mtime,
 					      struct iotune_ts disk_mtime)
 {
-	struct iotune_wc_times *t = &c->times;
-	bool restores = false;
-
-	if (iotune_ts_is_none(mtime)) {
+	if (iotune_ts_is_none(mtime) || !unlanded(c)) {
 		return IOTUNE_TIMES_PASS;
 	}
-	restores = is_set_already(t, mtime, disk_mtime);
-	if (unlanded(c) && !restores) {
-		/* the caller asks again once the cache is written out */
-		return IOTUNE_TIMES_FLUSH;
+	if (is_set_already(&c->times, mtime, disk_mtime)) {
+		return IOTUNE_TIMES_PIN;
 	}
-	t->pinned = mtime;
-	t->landed_seen = c->landed;
-	return unlanded(c) ? IOTUNE_TIMES_PIN : IOTUNE_TIMES_PASS;
+	return IOTUNE_TIMES_FLUSH;
+}
+
+void iotune_wc_times_pin(struct iotune_wcache *c, struct iotune_ts mtime)
+{
+	if (iotune_ts_is_none(mtime)) {
+		return;
+	}
+	c->times.pinned = mtime;
+	c->times.landed_seen = c->landed;
+}
+
+void iotune_wc_times_unpin(struct iotune_wcache *c)
+{
+	c->times.pinned = IOTUNE_TS_NONE;
 }
 
 bool iotune_wc_times_landed(struct iotune_wcache *c, struct iotune_ts *mtime)

@@ -4,6 +4,8 @@
  *
  *   iotune_wc_times_known()    the file's mtime when the cache was made
  *   iotune_wc_times_set()      smbd sets times: flush first, or not
+ *   iotune_wc_times_pin()      ... and the set succeeded: pin the time
+ *   iotune_wc_times_unpin()    the handle that set it is gone
  *   iotune_wc_times_landed()   cached data landed: the time to set again
  *   iotune_wc_times_mtime()    the mtime a stat reports (smbd 4.23+)
  *
@@ -14,7 +16,8 @@
  * after every write.  So a set that only restores the time already set
  * (the file's own mtime, or the one set last through this cache) does
  * not write the cache out: the time is remembered ("pinned") and set
- * again after each piece of cached data lands.  (The file's own mtime
+ * again after each piece of cached data lands, while the handle that set
+ * it is open.  (The file's own mtime
  * is the one it had when the cache was made, too: each cached write's
  * reservation moves the mtime on disk before smbd sets it back.)  A set
  * of another time
@@ -74,13 +77,19 @@ void iotune_wc_times_known(struct iotune_wcache *c, struct iotune_ts mtime);
 
 /*
  * smbd sets the modification time mtime (IOTUNE_TS_NONE: not set) of a
- * file whose modification time on disk is disk_mtime.  PASS and PIN pin
- * mtime; after FLUSH, once the cache is written out, the caller asks
- * again (PASS: pinned then), so that a set that fails pins nothing.
+ * file whose modification time on disk is disk_mtime: what to do first.
+ * Nothing is remembered: once the set succeeded (after a flush, too),
+ * the caller pins the time, so that a set that fails pins nothing.
  */
 enum iotune_times_verdict iotune_wc_times_set(struct iotune_wcache *c,
 					      struct iotune_ts mtime,
 					      struct iotune_ts disk_mtime);
+
+/* A set of the modification time succeeded: set it again after landings */
+void iotune_wc_times_pin(struct iotune_wcache *c, struct iotune_ts mtime);
+
+/* The handle that set the pinned time is gone: landings move the time */
+void iotune_wc_times_unpin(struct iotune_wcache *c);
 
 /*
  * After cached data landed: true with *mtime the time to set again, once

@@ -163,10 +163,9 @@ static enum iotune_times_verdict set_times(struct fixture *f,
 						      f->now, &act), 0);
 		apply(f, &act);
 		assert_false(iotune_wc_is_dirty(&f->c));
-		assert_int_equal(iotune_wc_times_set(&f->c, mtime, f->mtime),
-				 IOTUNE_TIMES_PASS);
 	}
 	set_disk_mtime(f, mtime);
+	iotune_wc_times_pin(&f->c, mtime);	/* the set succeeded */
 	return v;
 }
 
@@ -288,12 +287,27 @@ static void test_failed_set_pins_nothing(void **state)
 			 IOTUNE_TIMES_FLUSH);
 	assert_int_not_equal(iotune_wc_flush_sync(&f->c, IOTUNE_FLUSH_TIMES,
 						  f->now, &act), 0);
-	apply(f, &act);
+	apply(f, &act);		/* the set fails: no pin */
 	f->now += 60000;
 	iotune_wc_tick(&f->c, f->now, &act);	/* the retry lands */
 	apply(f, &act);
 	assert_false(iotune_wc_is_dirty(&f->c));
 	assert_int_equal(f->sets, 0);
+	assert_int_equal(iotune_ts_cmp(f->mtime, ts_of(f->now)), 0);
+}
+
+/* The handle that set the time is gone: landings move the time again */
+static void test_unpinned_time_moves(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(set_times(f, ts_of(2000)), IOTUNE_TIMES_PASS);
+	f->now += 10;
+	cached_write(f, 0, 4 * KIB);
+	iotune_wc_times_unpin(&f->c);
+	f->now += 10;
+	flush_all(f);
+	assert_int_equal(f->sets, 1);
 	assert_int_equal(iotune_ts_cmp(f->mtime, ts_of(f->now)), 0);
 }
 
@@ -388,6 +402,7 @@ int main(void)
 		T(test_restoring_disk_mtime_pins),
 		T(test_new_time_flushes_first),
 		T(test_failed_set_pins_nothing),
+		T(test_unpinned_time_moves),
 		T(test_landed_once_per_landing),
 		T(test_failed_flush_then_retry),
 		T(test_reported_mtime),
