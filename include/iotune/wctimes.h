@@ -15,14 +15,13 @@
  * handle with a sticky write time, and that would write the cache out
  * after every write.  So a set that only restores the time already set
  * (the file's own mtime, or the one set last through this cache) does
- * not write the cache out: the time is remembered ("pinned") and set
- * again after each piece of cached data lands, while the handle that set
- * it is open.  (The file's own mtime
- * is the one it had when the cache was made, too: each cached write's
- * reservation moves the mtime on disk before smbd sets it back.)  A set
- * of another time
- * still writes the cache out first.  A set without a modification time
- * never does: landing data moves no other time (ctime cannot be set).
+ * not write the cache out.  (The file's own mtime is the one it had when
+ * the cache was made, too: each cached write's reservation moves the
+ * mtime on disk before smbd sets it back.)  A set of another time still
+ * writes the cache out first.  A set without a modification time never
+ * does: landing data moves no other time (ctime cannot be set).  Once a
+ * set succeeded, the time is remembered ("pinned") and set again after
+ * each piece of cached data lands, while the handle that set it is open.
  *
  * Copyright (C) iotune authors 2026
  *
