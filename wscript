@@ -45,6 +45,7 @@ CORE_SOURCES = [
 MODULE_SOURCES = [
     'modules/vfs_iotune.c',
     'modules/vfs_iotune_io.c',
+    'modules/vfs_iotune_pass.c',
     'modules/vfs_iotune_wcache.c',
     'modules/vfs_iotune_wcache_act.c',
     'modules/vfs_iotune_wctimes.c',

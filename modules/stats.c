@@ -26,14 +26,16 @@
 
 #include "iotune/stats.h"
 
+/* the first b with us < 2^b (0 for 0), at most the last bucket */
 unsigned iotune_latency_bucket(uint64_t us)
 {
 	unsigned b = 0;
 
-	while (b < IOTUNE_LATENCY_BUCKETS - 1 && us >= ((uint64_t)1 << b)) {
-		b++;
+	if (us == 0) {
+		return 0;
 	}
-	return b;
+	b = 64 - (unsigned)__builtin_clzll(us);
+	return b < IOTUNE_LATENCY_BUCKETS - 1 ? b : IOTUNE_LATENCY_BUCKETS - 1;
 }
 
 void iotune_latency_add(struct iotune_latency *l, uint64_t us)
@@ -97,6 +99,7 @@ static const struct part parts[] = {
 	{ "ra_streams_detected", PART_SCALAR, AT(ra.streams_detected) },
 	{ "ra_drop_calls", PART_SCALAR, AT(ra.drop_calls) },
 	{ "ra_drop_bytes", PART_SCALAR, AT(ra.drop_bytes) },
+	{ "ra_pressure_skips", PART_SCALAR, AT(ra.pressure_skips) },
 	{ "fadvise_calls", PART_SCALAR, AT(fadvise_calls) },
 	{ "dio_reads", PART_SCALAR, AT(dio_reads) },
 	{ "dio_read_bytes", PART_SCALAR, AT(dio_read_bytes) },

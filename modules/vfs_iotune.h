@@ -5,6 +5,8 @@
  *   vfs_iotune.c         the ops table, connect/disconnect, opens, closes
  *                        and the hooks that only dispatch
  *   vfs_iotune_io.c      reads and writes as the client sees them
+ *   vfs_iotune_pass.c    reads and writes that pass through: no
+ *                        tevent request of iotune's own
  *   vfs_iotune_wcache.c  the write cache: caches, the core's actions,
  *                        flushes, barriers, sizes
  *   vfs_iotune_dio.c     direct I/O: O_DIRECT descriptors, pool jobs
@@ -66,6 +68,7 @@ struct iotune_process {
 	uint64_t max_caches;	/* [global] write cache max files */
 	struct iotune_ra_budget ra_budget;
 	uint64_t ra_budget_global;	/* [global] readahead budget */
+	int psi_fd;		/* memory pressure; -1: none, -2: not open */
 	struct iotune_smbd *smbd;
 	struct iotune_publisher *publisher;
 };
@@ -117,6 +120,27 @@ struct iotune_aio_result {
 ssize_t iotune_aio_recv(struct tevent_req *req,
 			const struct iotune_aio_result *result,
 			struct vfs_aio_state *vfs_aio_state);
+
+/* vfs_iotune_pass.c */
+struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
+					   TALLOC_CTX *mem_ctx,
+					   struct tevent_context *ev,
+					   struct files_struct *fsp,
+					   struct iotune_file *file,
+					   const void *data,
+					   size_t n,
+					   off_t offset);
+ssize_t iotune_pass_pwrite_recv(struct tevent_req *req,
+				struct vfs_aio_state *vfs_aio_state);
+struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
+					  TALLOC_CTX *mem_ctx,
+					  struct tevent_context *ev,
+					  struct files_struct *fsp,
+					  void *data,
+					  size_t n,
+					  off_t offset);
+ssize_t iotune_pass_pread_recv(struct tevent_req *req,
+			       struct vfs_aio_state *vfs_aio_state);
 
 /* vfs_iotune_wcache.c */
 void iotune_wcache_share_init(struct iotune_share *share, int snum);
@@ -292,6 +316,7 @@ void iotune_ra_on_close(struct vfs_handle_struct *handle,
 			struct files_struct *fsp,
 			struct iotune_file *file);
 void iotune_ra_share_init(struct iotune_share *share);
+void iotune_ra_process_fini(struct iotune_process *p);
 void iotune_apply_advice(struct iotune_share *share,
 			 int fd,
 			 enum iotune_ra_hint hint);

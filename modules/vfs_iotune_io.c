@@ -179,11 +179,26 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	struct iotune_pwrite_state *state = NULL;
 	struct iotune_share *share = iotune_share_of(handle);
 	struct iotune_file *file = NULL;
+	struct iotune_cache *cache = NULL;
 	bool may_cache = false;
 
-	/* a negative offset is for the disk to refuse: no cache, no count */
+	/* a negative offset is for the disk to refuse: no cache */
 	if (offset >= 0) {
 		file = iotune_file_of(handle, fsp);
+	}
+	if (file != NULL) {
+		cache = iotune_cache_for_write(share, file, fsp,
+					       (uint64_t)offset, n,
+					       &may_cache);
+	}
+	if (cache == NULL) {
+		iotune_wc_count_uncached(iotune_counting(share) ?
+					 &share->stats.wc : NULL);
+	}
+	if (cache == NULL &&
+	    !(file != NULL && iotune_dio_wanted(share, file, true, n))) {
+		return iotune_pass_pwrite_send(handle, mem_ctx, ev, fsp, file,
+					       data, n, offset);
 	}
 	req = tevent_req_create(mem_ctx, &state, struct iotune_pwrite_state);
 	if (req == NULL) {
@@ -192,19 +207,13 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	*state = (struct iotune_pwrite_state) {
 		.ev = ev, .handle = handle, .fsp = fsp, .share = share,
 		.data = data, .n = n, .offset = offset,
-		.started_us = iotune_now_us(),
+		.started_us = iotune_now_us(), .cache = cache,
 	};
-	if (file != NULL) {
-		state->cache = iotune_cache_for_write(share, file, fsp,
-						      (uint64_t)offset, n,
-						      &may_cache);
-	}
-	if (state->cache == NULL) {
-		iotune_wc_count_uncached(iotune_counting(share) ?
-					 &share->stats.wc : NULL);
+	if (cache == NULL) {
+		/* direct I/O */
 		if (!iotune_pwrite_to_disk(req)) {
 			iotune_pwrite_finish(req, -1, ENOMEM);
-		} else if (file != NULL) {
+		} else {
 			state->uncached = file;
 			file->uncached_writes++;
 		}
@@ -217,7 +226,7 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 		.private_data = req,
 	};
 	talloc_set_destructor(state, iotune_pwrite_state_destructor);
-	if (iotune_cache_submit(state->cache, &state->op)) {
+	if (iotune_cache_submit(cache, &state->op)) {
 		iotune_pwrite_finish(req, state->op.ret, state->op.err);
 	}
 out:
@@ -227,12 +236,21 @@ out:
 	return req;
 }
 
+/* iotune's own request, or one that passed through (vfs_iotune_pass.c) */
+static bool iotune_own_req(struct tevent_req *req, const char *state_type)
+{
+	return talloc_check_name(_tevent_req_data(req), state_type) != NULL;
+}
+
 ssize_t iotune_pwrite_recv(struct tevent_req *req,
 			   struct vfs_aio_state *vfs_aio_state)
 {
-	struct iotune_pwrite_state *state = tevent_req_data(
-		req, struct iotune_pwrite_state);
+	struct iotune_pwrite_state *state = NULL;
 
+	if (!iotune_own_req(req, "struct iotune_pwrite_state")) {
+		return iotune_pass_pwrite_recv(req, vfs_aio_state);
+	}
+	state = tevent_req_data(req, struct iotune_pwrite_state);
 	return iotune_aio_recv(req, &state->result, vfs_aio_state);
 }
 
@@ -386,25 +404,28 @@ struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 	struct tevent_req *subreq = NULL;
 	struct iotune_pread_state *state = NULL;
 	struct iotune_cache *cache = iotune_cache_of(fsp);
-	struct iotune_file *file = NULL;
+	struct iotune_share *share = iotune_share_of(handle);
+	struct iotune_file *file = iotune_file_of(handle, fsp);
+	bool dio = offset >= 0 && iotune_dio_wanted(share, file, false, n);
 
+	iotune_ra_on_read(handle, fsp, offset, n);
+	if ((cache == NULL || offset < 0) && !dio) {
+		return iotune_pass_pread_send(handle, mem_ctx, ev, fsp, data, n,
+					      offset);
+	}
 	req = tevent_req_create(mem_ctx, &state, struct iotune_pread_state);
 	if (req == NULL) {
 		return NULL;
 	}
 	*state = (struct iotune_pread_state) {
-		.share = iotune_share_of(handle), .started_us = iotune_now_us(),
+		.share = share, .started_us = iotune_now_us(), .dio = dio,
 		.fsp = fsp, .data = data, .n = n, .offset = offset,
 	};
 	talloc_set_destructor(state, iotune_pread_state_destructor);
-	iotune_ra_on_read(handle, fsp, offset, n);
 	if (cache != NULL && offset >= 0 &&
 	    iotune_pread_from_cache(req, iotune_cache_core(cache))) {
 		return tevent_req_post(req, ev);
 	}
-	file = iotune_file_of(handle, fsp);
-	state->dio = offset >= 0 &&
-		     iotune_dio_wanted(state->share, file, false, n);
 	subreq = iotune_disk_send(state, ev, handle, file, fsp, state->dio,
 				  false, data, n, (uint64_t)offset);
 	if (tevent_req_nomem(subreq, req)) {
@@ -443,9 +464,12 @@ static void iotune_pread_done(struct tevent_req *subreq)
 ssize_t iotune_pread_recv(struct tevent_req *req,
 			  struct vfs_aio_state *vfs_aio_state)
 {
-	struct iotune_pread_state *state = tevent_req_data(
-		req, struct iotune_pread_state);
+	struct iotune_pread_state *state = NULL;
 
+	if (!iotune_own_req(req, "struct iotune_pread_state")) {
+		return iotune_pass_pread_recv(req, vfs_aio_state);
+	}
+	state = tevent_req_data(req, struct iotune_pread_state);
 	return iotune_aio_recv(req, &state->result, vfs_aio_state);
 }
 

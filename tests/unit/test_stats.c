@@ -18,6 +18,34 @@
 
 #include "iotune/stats.h"
 
+/* the definition: the first bucket b with us < 2^b, or the last */
+static unsigned reference_bucket(uint64_t us)
+{
+	unsigned b = 0;
+
+	while (b < IOTUNE_LATENCY_BUCKETS - 1 && us >= ((uint64_t)1 << b)) {
+		b++;
+	}
+	return b;
+}
+
+static void test_latency_bucket_edges(void **state)
+{
+	unsigned b;
+
+	(void)state;
+	for (b = 0; b < 64; b++) {
+		uint64_t p = (uint64_t)1 << b;
+
+		assert_int_equal(iotune_latency_bucket(p - 1),
+				 reference_bucket(p - 1));
+		assert_int_equal(iotune_latency_bucket(p),
+				 reference_bucket(p));
+		assert_int_equal(iotune_latency_bucket(p + 1),
+				 reference_bucket(p + 1));
+	}
+}
+
 static void test_latency_buckets(void **state)
 {
 	struct iotune_latency l = { 0 };
@@ -201,6 +229,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_latency_buckets),
+		cmocka_unit_test(test_latency_bucket_edges),
 		cmocka_unit_test(test_table_covers_every_counter_once),
 		cmocka_unit_test(test_format_parse_roundtrip),
 		cmocka_unit_test(test_parse_in_any_order),
