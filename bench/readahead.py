@@ -4,7 +4,11 @@
 #   a) concurrent readers of distinct cold files: adaptive vs kernel vs
 #      off: throughput, and bytes read from storage per byte served (the
 #      block device's read bytes); once with all of the RAM, once with smbd
-#      in a memory cgroup smaller than the files (seed 004's situation);
+#      in a memory cgroup smaller than the files (seed 004's situation),
+#      where adaptive with memory pressure ignored (readahead pressure =
+#      0) runs beside them; the goal: adaptive at least as fast as the
+#      better of kernel and off, reading at most 1.05 bytes per byte
+#      served;
 #   b) random 4 KiB readers of a cold file: fadvise = random vs kernel:
 #      storage bytes per byte served;
 #   c) streaming a file with drop-behind vs without: page-cache residency
@@ -15,6 +19,7 @@
 
 import argparse
 import json
+import mmap
 import multiprocessing
 import os
 import random
@@ -35,6 +40,9 @@ MIB = 1024 * 1024
 SHARES = {
     'kernel': {'vfs objects': 'iotune', 'iotune:readahead': 'kernel'},
     'adaptive': {'vfs objects': 'iotune', 'iotune:readahead': 'adaptive'},
+    'adaptive_nopsi': {'vfs objects': 'iotune',
+                       'iotune:readahead': 'adaptive',
+                       'iotune:readahead pressure': '0'},
     'off': {'vfs objects': 'iotune', 'iotune:readahead': 'off'},
     'random': {'vfs objects': 'iotune', 'iotune:fadvise': 'random'},
     'drop': {'vfs objects': 'iotune', 'iotune:drop behind': 'yes'},
@@ -90,6 +98,29 @@ def pump_readers(smbd, share, names, file_bytes, depth):
         raise RuntimeError('readers got %d of %d bytes' %
                            (served, file_bytes * len(names)))
     return served / wall / 1e6, storage / served
+
+
+def disk_alone(paths, file_bytes, depth):
+    """The bound of a): the same files read straight from the disk, no
+    smbd and no page cache (O_DIRECT), 1 MiB reads, depth in flight per
+    file (a thread each): MB/s"""
+    def read(path, first):
+        buf = mmap.mmap(-1, MIB)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            for off in range(first * MIB, file_bytes, depth * MIB):
+                os.preadv(fd, [buf], off)
+        finally:
+            os.close(fd)
+            buf.close()
+    threads = [threading.Thread(target=read, args=(p, i))
+               for p in paths for i in range(depth)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return file_bytes * len(paths) / (time.monotonic() - t0) / 1e6, 1.0
 
 
 class MemoryLimit:
@@ -232,6 +263,112 @@ def write_random_file(path, mib):
             f.write(os.urandom(MIB))
 
 
+def part_a(args, smbd, result):
+    names = ['r%02d.bin' % i for i in range(args.readers)]
+    blob = os.urandom(args.file_mib * MIB)
+    for share in ('kernel', 'adaptive', 'off', 'adaptive_nopsi'):
+        for n in names:
+            with open(os.path.join(smbd.share_path(share), n), 'wb') as f:
+                f.write(blob)
+
+    def compare(label, key, modes):
+        fns = {m: lambda m=m: pump_readers(smbd, m, names,
+                                           args.file_mib * MIB, args.depth)
+               for m in modes}
+        fns['disk'] = lambda: disk_alone(
+            [os.path.join(smbd.share_path('off'), n) for n in names],
+            args.file_mib * MIB, args.depth)
+        med = median_alternating(args.rounds, fns)
+        print('   %s:' % label)
+        for mode in fns:
+            print('     %-14s %6.0f MB/s   storage/served %.2f' %
+                  (mode, med[mode][0], med[mode][1]))
+        best = max(med['kernel'][0], med['off'][0])
+        print('     adaptive / the better of kernel and off: %.2f (goal '
+              '>= 1.0); adaptive reads %.2f bytes per byte served (goal '
+              '<= 1.05); of the disk alone (O_DIRECT, no smbd): adaptive '
+              '%.2f, off %.2f, kernel %.2f' % (
+                  med['adaptive'][0] / best, med['adaptive'][1],
+                  med['adaptive'][0] / med['disk'][0],
+                  med['off'][0] / med['disk'][0],
+                  med['kernel'][0] / med['disk'][0]), flush=True)
+        result['a'][key] = {m: {'mbs': med[m][0], 'waste': med[m][1]}
+                            for m in fns}
+
+    result['read_ahead_kb'] = read_ahead_kb(smbd.share_path('kernel'))
+    print('a) %d readers of distinct cold %d MiB files, 1 MiB reads, '
+          '%d in flight each, median of %d (storage: the block '
+          'device\'s read bytes; this disk\'s read_ahead_kb: %s)' %
+          (args.readers, args.file_mib, args.depth, args.rounds,
+           result['read_ahead_kb']))
+    compare('the whole RAM for the page cache', 'all_ram',
+            ['kernel', 'adaptive', 'off'])
+    limit = MemoryLimit(args.memory_limit_mib * MIB)
+    if limit.path is None:
+        print('   memory-limited run skipped: no memory cgroup')
+        return
+    try:
+        limit.add(smbd.proc.pid)
+        compare('smbd in a memory cgroup of %d MiB (%.0f%% of the files), '
+                'as when many clients share the RAM' %
+                (args.memory_limit_mib, 100.0 * args.memory_limit_mib /
+                 (args.readers * args.file_mib)), 'cgroup',
+                ['kernel', 'adaptive', 'off', 'adaptive_nopsi'])
+    finally:
+        limit.remove()
+
+
+def part_b(args, smbd, result):
+    print('b) 4 random 4 KiB readers of one cold 256 MiB file, median '
+          'of %d' % args.rounds)
+    for share in ('kernel', 'random'):
+        write_random_file(os.path.join(smbd.share_path(share), 'big.bin'),
+                          256)
+
+    def random_readers(share):
+        make_cold(os.path.join(smbd.share_path(share), 'big.bin'))
+        return run_readers(smbd, share, ['big.bin'] * 4, 4096, 'rand',
+                           count=1500)
+    b = median_alternating(args.rounds, {
+        m: lambda m=m: random_readers(m) for m in ('kernel', 'random')})
+    for mode in ('kernel', 'random'):
+        print('   %-9s %8.1f MB/s   storage/served %.2f' %
+              (mode, b[mode][0], b[mode][1]))
+    print('   storage per byte served, kernel / fadvise random: %.1fx '
+          '(target >= 4)' % (b['kernel'][1] / max(b['random'][1], 1e-9)))
+    result['b'] = {m: {'mbs': b[m][0], 'waste': b[m][1]}
+                   for m in ('kernel', 'random')}
+
+
+def part_c(args, smbd, result):
+    """drop-behind; pump_readers makes the file cold before every round,
+    so neither side reads it from the page cache"""
+    print('c) streaming one cold %d MiB file (1 MiB reads, %d in flight) '
+          'with and without drop-behind, made cold before every round, '
+          'median of %d' % (args.stream_mib, args.depth, args.rounds))
+    stream_bytes = args.stream_mib * MIB
+    for share in ('kernel', 'drop'):
+        write_random_file(os.path.join(smbd.share_path(share),
+                                       'stream.bin'), args.stream_mib)
+
+    def stream(share):
+        path = os.path.join(smbd.share_path(share), 'stream.bin')
+        mbs, _ = pump_readers(smbd, share, ['stream.bin'], stream_bytes,
+                              args.depth)
+        time.sleep(0.3)     # the drop at close runs in the pool
+        return mbs, resident_fraction(path)
+    c = median_alternating(args.rounds, {
+        m: lambda m=m: stream(m) for m in ('kernel', 'drop')})
+    for mode in ('kernel', 'drop'):
+        print('   %-9s %8.0f MB/s   resident after the read %5.1f%%' %
+              (mode, c[mode][0], 100 * c[mode][1]))
+    print('   drop-behind: residency %.1f%% (goal <= 5%%), throughput ratio '
+          '%.2f (goal >= 0.95)' % (100 * c['drop'][1],
+                                   c['drop'][0] / c['kernel'][0]))
+    result['c'] = {m: {'mbs': c[m][0], 'resident': c[m][1]}
+                   for m in ('kernel', 'drop')}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('--rounds', type=int, default=5)
@@ -242,6 +379,7 @@ def main():
                     help='reads in flight per reader in a)')
     ap.add_argument('--memory-limit-mib', type=int, default=192,
                     help='memory cgroup of the second run of a)')
+    ap.add_argument('--parts', default='a,b,c')
     ap.add_argument('--json', default=os.path.join(
         harness.REPO, 'build', 'readahead.json'))
     args = ap.parse_args()
@@ -249,104 +387,12 @@ def main():
               'file_mib': args.file_mib, 'stream_mib': args.stream_mib,
               'depth': args.depth, 'rounds': args.rounds,
               'memory_limit_mib': args.memory_limit_mib, 'a': {}}
-
+    parts = {'a': part_a, 'b': part_b, 'c': part_c}
     harness.install_module()
     workdir = harness.scratch_dir('bench-ra-')
-    smbd = harness.Smbd(workdir, SHARES, log_level='0')
-    with smbd:
-        names = ['r%02d.bin' % i for i in range(args.readers)]
-        blob = os.urandom(args.file_mib * MIB)
-        for share in SHARES:
-            for n in names[:args.readers if share in
-                           ('kernel', 'adaptive', 'off') else 1]:
-                with open(os.path.join(smbd.share_path(share), n),
-                          'wb') as f:
-                    f.write(blob)
-
-        modes = ['kernel', 'adaptive', 'off']
-
-        def compare(label, key):
-            med = median_alternating(args.rounds, {
-                m: lambda m=m: pump_readers(smbd, m, names,
-                                            args.file_mib * MIB, args.depth)
-                for m in modes})
-            print('   %s:' % label)
-            for mode in modes:
-                print('     %-9s %6.0f MB/s   storage/served %.2f' %
-                      (mode, med[mode][0], med[mode][1]))
-            print('     adaptive/kernel throughput %.2f (target >= 1.0), '
-                  'adaptive waste %.2f (target <= 1.1)' %
-                  (med['adaptive'][0] / med['kernel'][0],
-                   med['adaptive'][1]))
-            result['a'][key] = {m: {'mbs': med[m][0], 'waste': med[m][1]}
-                                for m in modes}
-
-        print('a) %d readers of distinct cold %d MiB files, 1 MiB reads, '
-              '%d in flight each, median of %d (storage: the block '
-              'device\'s read bytes; this disk\'s read_ahead_kb: %s)' %
-              (args.readers, args.file_mib, args.depth, args.rounds,
-               read_ahead_kb(smbd.share_path('kernel'))))
-        result['read_ahead_kb'] = read_ahead_kb(smbd.share_path('kernel'))
-        compare('the whole RAM for the page cache', 'all_ram')
-        limit = MemoryLimit(args.memory_limit_mib * MIB)
-        if limit.path is None:
-            print('   memory-limited run skipped: no memory cgroup')
-        else:
-            try:
-                limit.add(smbd.proc.pid)
-                compare('smbd in a memory cgroup of %d MiB (%.0f%% of the '
-                        'files), as when many clients share the RAM' %
-                        (args.memory_limit_mib, 100.0 * args.memory_limit_mib
-                         / (args.readers * args.file_mib)), 'cgroup')
-            finally:
-                limit.remove()
-
-        print('b) 4 random 4 KiB readers of one cold 256 MiB file, median '
-              'of %d' % args.rounds)
-        for share in ('kernel', 'random'):
-            write_random_file(os.path.join(smbd.share_path(share),
-                                           'big.bin'), 256)
-
-        def random_readers(share):
-            make_cold(os.path.join(smbd.share_path(share), 'big.bin'))
-            return run_readers(smbd, share, ['big.bin'] * 4, 4096, 'rand',
-                               count=1500)
-        b = median_alternating(args.rounds, {
-            m: lambda m=m: random_readers(m) for m in ('kernel', 'random')})
-        for mode in ('kernel', 'random'):
-            print('   %-9s %8.1f MB/s   storage/served %.2f' %
-                  (mode, b[mode][0], b[mode][1]))
-        print('   storage per byte served, kernel / fadvise random: %.1fx '
-              '(target >= 4)' % (b['kernel'][1] / max(b['random'][1],
-                                                      1e-9)))
-        result['b'] = {m: {'mbs': b[m][0], 'waste': b[m][1]}
-                       for m in ('kernel', 'random')}
-
-        print('c) streaming one cold %d MiB file (1 MiB reads, %d in '
-              'flight) with and without drop-behind, median of %d' %
-              (args.stream_mib, args.depth, args.rounds))
-
-        stream_bytes = args.stream_mib * MIB
-        for share in ('kernel', 'drop'):
-            write_random_file(os.path.join(smbd.share_path(share),
-                                           'stream.bin'), args.stream_mib)
-
-        def stream(share):
-            path = os.path.join(smbd.share_path(share), 'stream.bin')
-            mbs, _ = pump_readers(smbd, share, ['stream.bin'], stream_bytes,
-                                  args.depth)
-            time.sleep(0.3)     # the drop at close runs in the pool
-            return mbs, resident_fraction(path)
-        c = median_alternating(args.rounds, {
-            m: lambda m=m: stream(m) for m in ('kernel', 'drop')})
-        for mode in ('kernel', 'drop'):
-            print('   %-9s %8.0f MB/s   resident after the read %5.1f%%' %
-                  (mode, c[mode][0], 100 * c[mode][1]))
-        print('   drop-behind: residency %.1f%% (target <= 5%%), '
-              'throughput ratio %.2f (target >= 0.95)' %
-              (100 * c['drop'][1], c['drop'][0] / c['kernel'][0]))
-        result['c'] = {m: {'mbs': c[m][0], 'resident': c[m][1]}
-                       for m in ('kernel', 'drop')}
+    with harness.Smbd(workdir, SHARES, log_level='0') as smbd:
+        for name in args.parts.split(','):
+            parts[name](args, smbd, result)
     shutil.rmtree(workdir, ignore_errors=True)
     with open(args.json, 'w') as f:
         json.dump(result, f, indent=1)

@@ -114,6 +114,15 @@ def ratio_table(cells, backend):
             cols.append('%.2f (%.2f-%.2f)' % (c['ratio'], c['ratio_q1'],
                                               c['ratio_q3']))
         lines.append('| %s | %s |' % (size_name(b), ' | '.join(cols)))
+    control = [c for c in cells if c['backend'] == 'control']
+    if backend != 'control' and control:
+        cols = []
+        for d in depths:
+            at = [c for c in control if c['depth'] == d]
+            cols.append('%.2f-%.2f' % (min(c['ratio_q1'] for c in at),
+                                       max(c['ratio_q3'] for c in at))
+                        if at else '-')
+        lines.append('| control spread | %s |' % ' | '.join(cols))
     return lines
 
 
@@ -229,76 +238,108 @@ def floor_section(wm, md):
     md.append('')
 
 
-def goal_rows(wm):
-    """(goal, measured, in the same run) of issue #11's goals"""
-    cells = wm['cells'] + wm.get('extra', [])
-    floor = {r['backend']: r for r in wm.get('floor', [])}
+def coalescing_rows(wm):
+    """cached 16K and 64K writes / 1M writes without the cache, same
+    depth; the bound: the same with reservations that cost nothing"""
     rows = []
-    for backend, goal, depths in (('pagecache', 1.5, (1, 4, 16)),
-                                  ('glusterfs', 5.0, (1, 8))):
-        got = cells_at(cells, backend, 4096, depths)
-        if not got:
-            continue
-        bound = ''
-        if backend in floor:
-            bound = 'x1: without / ECHO %.2f' % floor[backend]['ceiling']
-        rows.append(('%s 4K >= %.1fx' % (backend, goal), ', '.join(
-            'x%d %.2f' % (d, c['ratio']) for d, c in got), bound))
-    got = cells_at(cells, 'glusterfs', 65536, (1, 4, 8, 16))
-    if got:
-        bounds = []
-        for d, c in got:
-            big = cell(cells, 'glusterfs', 1048576, d)
-            if big is not None:
-                bounds.append('x%d needs %.0f, 1M writes reach %.0f' %
-                              (d, 2.5 * c['base_mbs'], big['base_mbs']))
-        rows.append(('glusterfs 64K >= 2.5x', ', '.join(
-            'x%d %.2f' % (d, c['ratio']) for d, c in got),
-            'MB/s: ' + '; '.join(bounds) if bounds else ''))
-    for r in wm.get('odirect_goal', []):
-        bound = '%.2f of uncached 64K' % (r['cached 64K'] /
-                                          r['uncached 64K'])
-        if 'echo' in r:
-            bound += '; 64K per ECHO round trip: %.2f of 1M direct' % (
-                r['echo'] / r['direct 1M'])
-        rows.append(('O_DIRECT 64K cached >= 0.9 of 1M direct, x%d' %
-                     r['depth'], '%.2f' % (r['cached 64K'] /
-                                           r['direct 1M']), bound))
+    for r in wm.get('coalescing', []):
+        for size in ('16K', '64K'):
+            got = r['cached ' + size] / r['1M without']
+            free = r['free reservations ' + size] / r['1M without']
+            rows.append(('%s: %s cached, x%d, >= 0.90 of 1M without the '
+                         'cache' % (r['backend'], size, r['depth']),
+                         '%.2f' % got, 'met' if got >= 0.9 else 'not met',
+                         'with reservations that cost nothing: %.2f' %
+                         free))
     return rows
 
 
-def goals_section(wm, md):
-    md += ['### The goals of issue #11 in this run', '',
-           'Ratios iotune / without (medians; O_DIRECT: cached 64 KiB '
-           'writes / the same client\'s 1 MiB direct writes; "64K per '
-           'ECHO round trip" is what 64 KiB writes would reach if they '
-           'cost no more than an SMB2 ECHO, nothing for their data).  '
-           'The 1 MiB '
-           'writes through `vfs_glusterfs` bound the 64 KiB cells: with '
-           'its default 1 MiB window, all that the cache sends to '
-           'GlusterFS are 1 MiB writes.', '',
-           '| goal | measured | bound, same run |', '|---|---|---|']
-    md += ['| %s | %s | %s |' % r for r in goal_rows(wm)]
+def round_trip_rows(wm):
+    """4 KiB writes, one in flight, until on disk: the fraction of the
+    round-trip bound (an SMB2 ECHO per write)"""
+    rows = []
+    for r in wm.get('floor', []):
+        got = r['echo_us'] / r['iotune_us']
+        rows.append(('%s: 4K x1 until on disk >= 0.95 of the round-trip '
+                     'bound' % r['backend'], '%.2f' % got,
+                     'met' if got >= 0.95 else 'not met',
+                     'ECHO %.1f us, cached write %.1f us (until the FLUSH '
+                     'returns, per write)' % (r['echo_us'], r['iotune_us'])))
+    return rows
+
+
+def regression_rows(wm):
+    rows = []
+    for backend in ('pagecache', 'odirect', 'glusterfs'):
+        if not any(c['backend'] == backend for c in wm['cells']):
+            continue
+        worst, _, clear, n = regression_summary(wm['cells'], backend)
+        rows.append(('%s: no cell\'s upper quartile below 0.97' % backend,
+                     '%d of %d' % (clear, n), 'met' if clear == 0 else
+                     'not met', 'worst median %.2f (%s x%d)' % (
+                         worst['ratio'], size_name(worst['block']),
+                         worst['depth'])))
+    return rows
+
+
+def instruction_rows(insn):
+    rows = []
+    for r in insn.get('cells', []) if insn else []:
+        if r['block'] < 64 * 1024:
+            continue
+        rows.append(('%s: %s %s x%d passed through, <= 1.03x the '
+                     'instructions' % (r['backend'], r.get('op', 'write') +
+                                       's', size_name(r['block']),
+                                       r['depth']),
+                     '%.3f' % r['ratio'],
+                     'met' if r['ratio'] <= 1.03 else 'not met',
+                     '%+d per request' % r['extra_per_request']
+                     if 'extra_per_request' in r else ''))
+    return rows
+
+
+def goals_section(wm, insn, md):
+    md += ['### Goals and their bounds in this run', '',
+           'Each figure is a ratio measured side by side in this run '
+           '(medians of alternating rounds).  Coalescing: cached 16 KiB '
+           'and 64 KiB writes against 1 MiB writes through the same '
+           'share without the cache, at the same depth; beside it the '
+           'same cached writes on a share where `iotune_fault` answers '
+           'every `fallocate` at once, what the cache would reach if the '
+           'reservation each cached write makes before it is '
+           'acknowledged cost nothing.  Round trip: with one write in '
+           'flight a write cannot be answered faster than an SMB2 ECHO '
+           'on the same connection, so ECHO / cached write is the '
+           'fraction of that bound reached.', '',
+           '| goal | measured | | bound or detail, same run |',
+           '|---|---|---|---|']
+    rows = (coalescing_rows(wm) + round_trip_rows(wm) +
+            instruction_rows(insn) + regression_rows(wm))
+    md += ['| %s | %s | %s | %s |' % r for r in rows]
     md.append('')
 
 
 def instructions_section(insn, md):
-    md += ['### Instructions per MiB written (callgrind)', '',
+    md += ['### Instructions per MiB (callgrind)', '',
            'User-space instructions of the smbd process of one connection, '
            'all threads, counted by valgrind\'s callgrind '
            '(bench/instructions.py; perf\'s hardware counters are not '
            'available here): the difference between a connection that '
-           'writes %d MiB and one that writes %d MiB, per MiB, median of '
-           'rounds.  The kernel\'s share (system calls, page cache) is '
-           'not counted; the CPU time above includes it.' %
+           'writes (or reads) %d MiB and one that writes %d MiB, per MiB, '
+           'median of rounds.  The kernel\'s share (system calls, page '
+           'cache) is not counted; the CPU time above includes it.  On '
+           'the page-cache share writes of 64 KiB and more, and every '
+           'read, pass iotune by (no cache, no shaping).' %
            (insn['large_mib'], insn['small_mib']), '',
-           '| share | writes | iotune | without | ratio |',
-           '|---|---|---|---|---|']
+           '| share | requests | iotune | without | ratio | per request |',
+           '|---|---|---|---|---|---|']
     for r in insn['cells']:
-        md.append('| %s | %s x%d | %.0f | %.0f | %.2f |' %
-                  (r['backend'], size_name(r['block']), r['depth'],
+        md.append('| %s | %s %s x%d | %.0f | %.0f | %.3f | %s |' %
+                  (r['backend'], r.get('op', 'write') + 's',
+                   size_name(r['block']), r['depth'],
                    r['iotune_insn_per_mib'], r['base_insn_per_mib'],
-                   r['ratio']))
+                   r['ratio'], '%+d' % r['extra_per_request']
+                   if 'extra_per_request' in r else ''))
     md.append('')
 
 
@@ -317,17 +358,42 @@ def readahead_section(ra, charts, md):
     runs = {'all_ram': 'all RAM free',
             'cgroup': 'smbd in a %d MiB memory cgroup' %
             ra['memory_limit_mib']}
+    names = {'adaptive_nopsi': 'adaptive, `readahead pressure = 0`',
+             'disk': 'the disk alone (O_DIRECT, no smbd: the bound)'}
     for run, label in runs.items():
         for mode, v in ra['a'].get(run, {}).items():
-            md.append('| %s | %s | %.0f | %.2f |' % (label, mode, v['mbs'],
-                                                     v['waste']))
+            md.append('| %s | %s | %.0f | %.2f |' % (
+                label, names.get(mode, mode), v['mbs'], v['waste']))
+    md += ['', '| goal | measured | |', '|---|---|---|']
+    for run, label in runs.items():
+        a = ra['a'].get(run)
+        if not a:
+            continue
+        best = max(a['kernel']['mbs'], a['off']['mbs'])
+        ratio = a['adaptive']['mbs'] / best
+        bound = ''
+        if 'disk' in a:
+            bound = ' (adaptive %.2f, off %.2f, kernel %.2f of the disk ' \
+                'alone)' % (a['adaptive']['mbs'] / a['disk']['mbs'],
+                            a['off']['mbs'] / a['disk']['mbs'],
+                            a['kernel']['mbs'] / a['disk']['mbs'])
+        md.append('| %s: adaptive >= the better of kernel and off | %.2f | '
+                  '%s%s |' % (label, ratio, 'met' if ratio >= 1.0 else
+                              'not met', bound))
+        md.append('| %s: adaptive reads <= 1.05 bytes per byte served | '
+                  '%.2f | %s |' % (label, a['adaptive']['waste'],
+                                   'met' if a['adaptive']['waste'] <= 1.05
+                                   else 'not met'))
     c = ra['c']
+    speed = c['drop']['mbs'] / c['kernel']['mbs']
     md += ['', '### Drop-behind', '',
            '![drop-behind](benchmarks/dropbehind.png)', '',
-           'Residency after streaming: %.1f%% with `iotune:drop behind = '
-           'yes`, %.1f%% without; throughput ratio %.2f.' %
-           (100 * c['drop']['resident'], 100 * c['kernel']['resident'],
-            c['drop']['mbs'] / c['kernel']['mbs']), '']
+           'One cold %d MiB file streamed (files made cold before every '
+           'round).  Residency after streaming: %.1f%% with `iotune:drop '
+           'behind = yes` (goal <= 5%%), %.1f%% without; throughput ratio '
+           '%.2f (goal >= 0.95).' %
+           (ra['stream_mib'], 100 * c['drop']['resident'],
+            100 * c['kernel']['resident'], speed), '']
     if 'b' in ra:
         b = ra['b']
         md += ['### Random readers', '',
@@ -364,9 +430,11 @@ def main():
     write_section(wm, charts, md)
     if wm.get('floor'):
         floor_section(wm, md)
-    goals_section(wm, md)
-    if os.path.exists(args.instructions):
-        instructions_section(json.load(open(args.instructions)), md)
+    insn = (json.load(open(args.instructions))
+            if os.path.exists(args.instructions) else None)
+    goals_section(wm, insn, md)
+    if insn:
+        instructions_section(insn, md)
     readahead_section(ra, charts, md)
     with open(args.out, 'w') as f:
         f.write('\n'.join(md) + '\n')

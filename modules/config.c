@@ -140,6 +140,14 @@ static const struct option_spec option_specs[] = {
 		.offset = CONFIG_FIELD(readahead_budget),
 	},
 	{
+		.name = "readahead pressure",
+		.kind = OPTION_UINT,
+		.default_text = "10",
+		.min = 0,
+		.max = 100,
+		.offset = CONFIG_FIELD(readahead_pressure),
+	},
+	{
 		.name = "fadvise",
 		.kind = OPTION_ENUM,
 		.default_text = "none",

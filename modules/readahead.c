@@ -20,14 +20,10 @@
 #include <string.h>
 
 #include "iotune/readahead.h"
-
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#include "iotune/util.h"
 
 /* sequential after this many reads in one stream */
 #define IOTUNE_RA_SEQUENTIAL_READS 2
-/* drop behind in pieces of at least this much */
-#define IOTUNE_RA_DROP_CHUNK (1024 * 1024)
 /* out-of-order reads in flight a stream tolerates, in read sizes */
 #define IOTUNE_RA_REORDER_READS 8
 
@@ -174,7 +170,15 @@ static void adaptive(const struct iotune_ra_config *cfg,
 	if (s->pos + s->window / 2 < s->ahead) {
 		return;
 	}
-	if (s->ahead > s->start && s->window < cfg->max_window) {
+	if (cfg->pressure_permille != 0 &&
+	    budget->pressure.permille >= cfg->pressure_permille) {
+		/* the page cache is short: less ahead, down to the start */
+		if (s->window > cfg->initial_window) {
+			s->window = MAX(s->window / 2, cfg->initial_window);
+			stats->windows_shrunk++;
+			stats->pressure_shrinks++;
+		}
+	} else if (s->ahead > s->start && s->window < cfg->max_window) {
 		s->window = MIN(2 * s->window, cfg->max_window);
 		stats->windows_grown++;
 	}
@@ -257,6 +261,32 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 	if (cfg->drop_behind && s->reads >= IOTUNE_RA_SEQUENTIAL_READS) {
 		drop_behind(s, len, stats, action);
 	}
+}
+
+bool iotune_ra_pressure_due(const struct iotune_ra_pressure *p,
+			    uint64_t now_ms)
+{
+	return p->sampled_ms == 0 ||
+	       now_ms >= p->sampled_ms + IOTUNE_RA_PRESSURE_INTERVAL_MS;
+}
+
+void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
+			       uint64_t now_ms,
+			       uint64_t stall_us)
+{
+	uint64_t interval_ms = now_ms - p->sampled_ms;
+
+	if (p->sampled_ms == 0 || now_ms <= p->sampled_ms ||
+	    stall_us < p->stall_us) {
+		/* the first sample, or another counter (a new cgroup) */
+		p->permille = 0;
+	} else {
+		/* stalled us / interval us * 1000 = stalled us / interval ms */
+		p->permille = (unsigned)MIN((stall_us - p->stall_us) /
+					    interval_ms, 1000);
+	}
+	p->sampled_ms = now_ms;
+	p->stall_us = stall_us;
 }
 
 bool iotune_ra_drop_rest(const struct iotune_ra_config *cfg,

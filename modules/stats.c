@@ -99,7 +99,7 @@ static const struct part parts[] = {
 	{ "ra_streams_detected", PART_SCALAR, AT(ra.streams_detected) },
 	{ "ra_drop_calls", PART_SCALAR, AT(ra.drop_calls) },
 	{ "ra_drop_bytes", PART_SCALAR, AT(ra.drop_bytes) },
-	{ "ra_pressure_skips", PART_SCALAR, AT(ra.pressure_skips) },
+	{ "ra_pressure_shrinks", PART_SCALAR, AT(ra.pressure_shrinks) },
 	{ "fadvise_calls", PART_SCALAR, AT(fadvise_calls) },
 	{ "dio_reads", PART_SCALAR, AT(dio_reads) },
 	{ "dio_read_bytes", PART_SCALAR, AT(dio_read_bytes) },

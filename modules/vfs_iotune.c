@@ -156,6 +156,7 @@ static struct iotune_process *iotune_process_get(
 		return NULL;
 	}
 	p->ev = sconn->ev_ctx;
+	p->psi_fd = -2;
 	p->counting = true;
 	p->connections = 1;
 	iotune_process_limits(p);
@@ -174,6 +175,7 @@ static void iotune_process_put(struct iotune_process *p)
 		return;
 	}
 	SMB_ASSERT(p->caches == NULL);
+	iotune_ra_process_fini(p);
 	iotune_smbd_process_fini(p);
 	if (iotune_proc == p) {
 		iotune_proc = NULL;

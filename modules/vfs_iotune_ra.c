@@ -121,6 +121,107 @@ static void iotune_ra_submit(struct vfs_handle_struct *handle,
 	tevent_req_set_callback(req, iotune_ra_job_done, job);
 }
 
+/*
+ * Memory pressure (readahead.h): the cumulative "some" stall time of
+ * smbd's cgroup on the cgroup v2 hierarchy (<cgroup>/memory.pressure;
+ * stalls in a v1 memory cgroup's reclaim count there too), else of the
+ * whole system (/proc/pressure/memory).  Opened at the process's first
+ * sample: smbd forks a process per connection, each in its own cgroup.
+ */
+static int iotune_psi_open(void)
+{
+	static const char *const roots[] = {
+		"/sys/fs/cgroup", "/sys/fs/cgroup/unified",
+	};
+	char line[PATH_MAX];
+	char path[PATH_MAX + 64];
+	const char *cgroup = NULL;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	int fd = -1;
+	size_t i;
+
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "0::", 3) == 0) {
+			line[strcspn(line, "\n")] = '\0';
+			cgroup = line + 3;
+			break;
+		}
+	}
+	if (f != NULL) {
+		fclose(f);
+	}
+	for (i = 0; cgroup != NULL && strcmp(cgroup, "/") != 0 &&
+		    i < ARRAY_SIZE(roots) && fd == -1; i++) {
+		snprintf(path, sizeof(path), "%s%s/memory.pressure", roots[i],
+			 cgroup);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd == -1) {
+		snprintf(path, sizeof(path), "/proc/pressure/memory");
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd == -1) {
+		DBG_INFO("no memory pressure information (PSI): adaptive "
+			 "read-ahead does not see memory pressure\n");
+		return -1;
+	}
+	DBG_DEBUG("memory pressure from %s\n", path);
+	return fd;
+}
+
+static bool iotune_psi_read(int fd, uint64_t *stall_us)
+{
+	char buf[256];
+	const char *total = NULL;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0) {
+		return false;
+	}
+	buf[n] = '\0';
+	/* "some avg10=... avg60=... avg300=... total=<us>\nfull ..." */
+	total = strstr(buf, "total=");
+	if (total == NULL) {
+		return false;
+	}
+	*stall_us = strtoull(total + strlen("total="), NULL, 10);
+	return true;
+}
+
+static void iotune_ra_pressure_update(struct iotune_process *p)
+{
+	uint64_t now = iotune_now_ms();
+	uint64_t stall_us = 0;
+
+	if (p->psi_fd == -1 ||
+	    !iotune_ra_pressure_due(&p->ra_budget.pressure, now)) {
+		return;
+	}
+	if (p->psi_fd == -2) {
+		p->psi_fd = iotune_psi_open();
+	}
+	if (p->psi_fd >= 0 && !iotune_psi_read(p->psi_fd, &stall_us)) {
+		DBG_INFO("reading memory pressure failed: %s\n",
+			 strerror(errno));
+		close(p->psi_fd);
+		p->psi_fd = -1;
+	}
+	if (p->psi_fd == -1) {
+		return;
+	}
+	iotune_ra_pressure_sample(&p->ra_budget.pressure, now, stall_us);
+	DBG_DEBUG("memory pressure: stalled %u/1000 of the last interval\n",
+		  p->ra_budget.pressure.permille);
+}
+
+void iotune_ra_process_fini(struct iotune_process *p)
+{
+	if (p->psi_fd >= 0) {
+		close(p->psi_fd);
+	}
+	p->psi_fd = -1;
+}
+
 /* A read of n bytes at off arrives: prefetch ahead, drop behind. */
 void iotune_ra_on_read(struct vfs_handle_struct *handle,
 		       struct files_struct *fsp,
@@ -140,6 +241,10 @@ void iotune_ra_on_read(struct vfs_handle_struct *handle,
 	}
 	share->proc->ra_budget.limit = iotune_lower_limit(
 		share->proc->ra_budget_global, share->config.readahead_budget);
+	if (share->ra_config.mode == IOTUNE_RA_ADAPTIVE &&
+	    share->ra_config.pressure_permille != 0) {
+		iotune_ra_pressure_update(share->proc);
+	}
 	iotune_ra_read(&share->ra_config, &file->ra, &share->proc->ra_budget,
 		       iotune_ra_stats_of(share), (uint64_t)off, n, &act);
 	if (act.prefetch_len > 0) {
@@ -234,6 +339,8 @@ void iotune_ra_share_init(struct iotune_share *share)
 		.initial_window = MIN(128 * 1024,
 				      share->config.readahead_max),
 		.max_window = share->config.readahead_max,
+		.pressure_permille =
+			(unsigned)share->config.readahead_pressure * 10,
 		.drop_behind = share->config.drop_behind,
 	};
 	share->ra_active = share->config.drop_behind ||

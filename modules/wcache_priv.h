@@ -12,14 +12,8 @@
 #ifndef IOTUNE_WCACHE_PRIV_H
 #define IOTUNE_WCACHE_PRIV_H
 
+#include "iotune/util.h"
 #include "iotune/wcache.h"
-
-#ifndef MIN
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#endif
-#ifndef MAX
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-#endif
 
 /* counts into c->stats unless counting is off (stats NULL) */
 #define WC_COUNT(c, field, n)                                          \

@@ -86,6 +86,7 @@ struct iotune_config {
 	uint64_t readahead_size;
 	uint64_t readahead_max;
 	uint64_t readahead_budget;
+	uint64_t readahead_pressure;	/* percent; 0: ignored */
 	int fadvise;			/* enum iotune_fadvise_choice */
 	bool drop_behind;
 	uint64_t write_cache_size;

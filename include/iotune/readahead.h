@@ -33,10 +33,20 @@ struct iotune_ra_config {
 	uint64_t fixed_size;
 	uint64_t initial_window;
 	uint64_t max_window;
+	unsigned pressure_permille;	/* 0: memory pressure ignored */
 	bool drop_behind;
 };
 
 #define IOTUNE_RA_STREAMS 4
+
+/*
+ * Drop-behind drops in pieces of at least this much: each
+ * POSIX_FADV_DONTNEED costs about a third of a millisecond here whatever
+ * its length (Linux drains every CPU's LRU lists first), and in 1 MiB
+ * pieces a 512 MiB stream read at 0.63 of its speed without drop-behind;
+ * in 32 MiB pieces at 0.95 (bench/readahead.py part c).
+ */
+#define IOTUNE_RA_DROP_CHUNK (32 * 1024 * 1024)
 
 struct iotune_ra_stream {
 	bool used;
@@ -62,10 +72,41 @@ struct iotune_ra_file {
 	enum iotune_ra_hint hint;
 };
 
-/* per smbd process: prefetched bytes not yet read */
+/*
+ * Memory pressure, from Linux's pressure stall information (PSI): the
+ * share of time in which some tasks of smbd's cgroup (or, without one, of
+ * the whole system) stalled waiting for memory.  Pages are then being
+ * evicted, and a prefetched page may go before its reader reaches it (it
+ * is read twice) or push out a page another reader is about to use.
+ * While the last interval's share is at or above the share's threshold
+ * (cfg->pressure_permille), adaptive read-ahead halves a stream's window
+ * at each prefetch instead of doubling it, down to the initial window, so
+ * that what is prefetched and not yet read shrinks before the page cache
+ * thrashes; when an interval passes below the threshold the windows grow
+ * again.  The adapter reads the cumulative stall time when
+ * iotune_ra_pressure_due() says so and passes it to
+ * iotune_ra_pressure_sample(); where PSI is missing, nothing changes.
+ */
+struct iotune_ra_pressure {
+	uint64_t sampled_ms;	/* when stall_us was read; 0: never */
+	uint64_t stall_us;	/* the cumulative "some" stall time then */
+	unsigned permille;	/* stalled share of the last interval */
+};
+
+/* a sample at most this often */
+#define IOTUNE_RA_PRESSURE_INTERVAL_MS 200
+
+bool iotune_ra_pressure_due(const struct iotune_ra_pressure *p,
+			    uint64_t now_ms);
+void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
+			       uint64_t now_ms,
+			       uint64_t stall_us);
+
+/* per smbd process: prefetched bytes not yet read, memory pressure */
 struct iotune_ra_budget {
 	uint64_t limit;
 	uint64_t outstanding;
+	struct iotune_ra_pressure pressure;
 };
 
 struct iotune_ra_stats {
@@ -77,6 +118,7 @@ struct iotune_ra_stats {
 	uint64_t streams_detected;
 	uint64_t drop_calls;
 	uint64_t drop_bytes;
+	uint64_t pressure_shrinks;	/* windows halved: memory pressure */
 };
 
 struct iotune_ra_action {

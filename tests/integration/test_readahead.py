@@ -32,6 +32,8 @@ SHARES = {
     'ra_fixed': ra_share(readahead='fixed', readahead_offset='1M',
                          readahead_size='2M'),
     'ra_adaptive': ra_share(readahead='adaptive', readahead_max='8M'),
+    'ra_adaptive_nopsi': ra_share(readahead='adaptive',
+                                  readahead_pressure='0'),
     'ra_random': ra_share(fadvise='random'),
     'ra_drop': ra_share(drop_behind='yes'),
 }
@@ -51,10 +53,9 @@ def smbd(request):
 class Strace:
     """strace -f on every thread of one smbd process"""
 
-    def __init__(self, pid, out):
+    def __init__(self, pid, out, trace='readahead,fadvise64'):
         tids = os.listdir('/proc/%d/task' % pid)
-        args = ['strace', '-f', '-qq', '-e', 'trace=readahead,fadvise64',
-                '-o', out]
+        args = ['strace', '-f', '-qq', '-e', 'trace=' + trace, '-o', out]
         for tid in tids:
             args += ['-p', tid]
         self.out = out
@@ -68,20 +69,24 @@ class Strace:
             return f.read()
 
 
-def read_traced(smbd, share, tmp_path, block=MIB):
+def read_traced(smbd, share, tmp_path, block=MIB,
+                trace='readahead,fadvise64', name='data.bin', data=None):
+    """reads name (its contents: data, else the fixture's data) through
+    share, traced; the trace's text"""
+    data = smbd.test_data if data is None else data
     before = set(smbd.child_pids())
     client = harness.PyClient(smbd, share)
     pid = (set(smbd.child_pids()) - before).pop()
-    trace = Strace(pid, str(tmp_path / ('%s.strace' % share)))
-    fnum = client.open('data.bin', harness.PyClient.FILE_OPEN)
+    trace = Strace(pid, str(tmp_path / ('%s.strace' % share)), trace)
+    fnum = client.open(name, harness.PyClient.FILE_OPEN)
     got = bytearray()
-    for off in range(0, FILE_SIZE, block):
+    for off in range(0, len(data), block):
         got += client.read(fnum, off, block)
     client.close(fnum)
     time.sleep(0.3)         # jobs of the thread pool finish
     text = trace.stop()
     del client
-    assert bytes(got) == smbd.test_data
+    assert bytes(got) == data
     return text
 
 
@@ -124,13 +129,40 @@ def test_adaptive_prefetches_ahead_of_the_reader(smbd, tmp_path):
     assert covered <= FILE_SIZE + 8 * MIB
 
 
+PSI_FILE = r'"(/proc/pressure/memory|/sys/fs/cgroup/[^"]*memory\.pressure)"'
+
+
+def test_adaptive_reads_memory_pressure(smbd, tmp_path):
+    """an adaptive share's process opens Linux's PSI file of its cgroup
+    (or the system's) and reads it; with readahead pressure = 0 it never
+    looks"""
+    if not os.path.exists('/proc/pressure/memory'):
+        pytest.skip('this kernel has no PSI')
+    text = read_traced(smbd, 'ra_adaptive', tmp_path,
+                       trace='openat,pread64')
+    opened = re.search(PSI_FILE + r', O_RDONLY\|O_CLOEXEC\) = (\d+)', text)
+    assert opened, text[-2000:]
+    fd = opened.group(2)
+    sample = re.search(r'pread64\(%s, "some avg10=.*\) = \d+' % fd, text)
+    assert sample, text[-2000:]
+    text = read_traced(smbd, 'ra_adaptive_nopsi', tmp_path,
+                       trace='openat,pread64')
+    assert not re.search(PSI_FILE, text)
+
+
 def test_fadvise_option(smbd, tmp_path):
     text = read_traced(smbd, 'ra_random', tmp_path)
     assert 'POSIX_FADV_RANDOM' in [c[3] for c in calls(text, 'fadvise64')]
 
 
 def test_drop_behind_drops_only_behind(smbd, tmp_path):
-    text = read_traced(smbd, 'ra_drop', tmp_path)
+    # drops come in pieces of 32 MiB: a file of several
+    size = 3 * 32 * MIB + 8 * MIB
+    data = os.urandom(size)
+    with open(os.path.join(smbd.share_path('ra_drop'), 'big.bin'),
+              'wb') as f:
+        f.write(data)
+    text = read_traced(smbd, 'ra_drop', tmp_path, name='big.bin', data=data)
     drops = [(int(off), int(n)) for _, off, n, adv in
              calls(text, 'fadvise64') if adv == 'POSIX_FADV_DONTNEED']
     assert len(drops) >= 2
@@ -140,9 +172,9 @@ def test_drop_behind_drops_only_behind(smbd, tmp_path):
     for off, n in sorted(drops[:-1]):
         assert off == end
         end = off + n
-    assert 0 < end < FILE_SIZE
+    assert 0 < end < size
     # once it closed: all it read
-    assert drops[-1] == (0, FILE_SIZE)
+    assert drops[-1] == (0, size)
 
 
 def test_counters_show_readahead(smbd, tmp_path):

@@ -1,7 +1,8 @@
 /*
  * Unit tests of iotune's read-ahead policy: stream detection on
  * sequential, reverse, strided, random, out-of-order and interleaved
- * reads; window growth and cap; the budget; drop-behind; fixed mode.
+ * reads; window growth and cap; the budget; drop-behind; fixed mode;
+ * memory pressure (PSI samples) stopping and resuming prefetches.
  *
  * Copyright (C) iotune authors 2026
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -213,7 +214,7 @@ static void test_drop_behind_never_ahead_of_reader(void **state)
 		dropped_end = a.drop_off + a.drop_len;
 		dropped += a.drop_len;
 	}
-	assert_true(dropped >= 256 * MIB - 16 * MIB);
+	assert_true(dropped >= 256 * MIB - IOTUNE_RA_DROP_CHUNK - 8 * MIB);
 	assert_true(f->stats.drop_bytes == dropped);
 	/* at close nothing is in flight: the rest goes too */
 	{
@@ -270,10 +271,10 @@ static void test_off_and_kernel_modes_never_prefetch(void **state)
 	memset(&f->file, 0, sizeof(f->file));
 	f->cfg.mode = IOTUNE_RA_KERNEL;
 	f->cfg.drop_behind = true;
-	for (off = 0; off < 64 * MIB; off += MIB) {
+	for (off = 0; off < 128 * MIB; off += MIB) {
 		assert_int_equal(rd(f, off, MIB).prefetch_len, 0);
 	}
-	assert_true(f->stats.drop_bytes > 32 * MIB);
+	assert_true(f->stats.drop_bytes > 64 * MIB);
 	assert_true(f->stats.prefetch_calls == 0);
 }
 
@@ -292,6 +293,119 @@ static void test_client_hints(void **state)
 	assert_int_equal(rd(f, 128 * KIB, 64 * KIB).prefetch_len, 0);
 }
 
+static void test_pressure_samples(void **state)
+{
+	struct iotune_ra_pressure p = { 0 };
+
+	(void)state;
+	assert_true(iotune_ra_pressure_due(&p, 1));
+	/* the first sample has nothing to compare with */
+	iotune_ra_pressure_sample(&p, 1000, 5000000);
+	assert_int_equal(p.permille, 0);
+	assert_false(iotune_ra_pressure_due(&p, 1000 +
+					    IOTUNE_RA_PRESSURE_INTERVAL_MS - 1));
+	assert_true(iotune_ra_pressure_due(&p, 1000 +
+					   IOTUNE_RA_PRESSURE_INTERVAL_MS));
+	/* 200 ms, stalled 20 ms: 100/1000 */
+	iotune_ra_pressure_sample(&p, 1200, 5000000 + 20000);
+	assert_int_equal(p.permille, 100);
+	/* stalled 19,999 us: 99 */
+	iotune_ra_pressure_sample(&p, 1400, 5000000 + 20000 + 19999);
+	assert_int_equal(p.permille, 99);
+	/* a quiet interval */
+	iotune_ra_pressure_sample(&p, 1600, 5000000 + 20000 + 19999);
+	assert_int_equal(p.permille, 0);
+	/* more stall than time (stalls overlap): all of it */
+	iotune_ra_pressure_sample(&p, 1800, 5000000 + 20000 + 19999 + 999999);
+	assert_int_equal(p.permille, 1000);
+	/* a counter that went back is another one: no verdict */
+	iotune_ra_pressure_sample(&p, 2000, 10);
+	assert_int_equal(p.permille, 0);
+	assert_true(p.stall_us == 10);
+	/* a clock that did not move: no verdict either */
+	iotune_ra_pressure_sample(&p, 2000, 1000000);
+	assert_int_equal(p.permille, 0);
+	/* a long interval is averaged over its length: 10 s, 0.5 s */
+	iotune_ra_pressure_sample(&p, 12000, 1000000 + 500000);
+	assert_int_equal(p.permille, 50);
+}
+
+static void test_pressure_shrinks_and_regrows_windows(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+	uint64_t grown;
+
+	f->cfg.pressure_permille = 100;
+	for (off = 0; off < 32 * MIB; off += MIB) {
+		rd(f, off, MIB);
+	}
+	assert_true(f->file.stream[0].window == 4 * MIB);
+	/* below the threshold: nothing changes */
+	f->budget.pressure.permille = 99;
+	for (; off < 48 * MIB; off += MIB) {
+		rd(f, off, MIB);
+	}
+	assert_true(f->file.stream[0].window == 4 * MIB);
+	assert_true(f->stats.pressure_shrinks == 0);
+	grown = f->stats.windows_grown;
+	/* at it: the window halves at each prefetch, down to the start */
+	f->budget.pressure.permille = 100;
+	for (; off < 96 * MIB; off += MIB) {
+		rd(f, off, MIB);
+		/* still ahead of the reader: a stream is never starved */
+		assert_true(f->prefetched >= off + MIB);
+		assert_true(f->prefetched <= off + MIB + 4 * MIB);
+	}
+	assert_true(f->file.stream[0].window == f->cfg.initial_window);
+	assert_true(f->stats.pressure_shrinks == 5);	/* 4M .. 128K */
+	assert_true(f->stats.windows_grown == grown);
+	/* what is prefetched and unread is down to about a read */
+	assert_true(f->budget.outstanding <= MIB);
+	/* the pressure ends: the window grows again */
+	f->budget.pressure.permille = 20;
+	for (; off < 128 * MIB; off += MIB) {
+		rd(f, off, MIB);
+	}
+	assert_true(f->file.stream[0].window == 4 * MIB);
+}
+
+static void test_pressure_ignored_when_off(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+
+	/* a threshold of 0: the share ignores memory pressure */
+	f->budget.pressure.permille = 1000;
+	for (off = 0; off < 64 * MIB; off += MIB) {
+		rd(f, off, MIB);
+	}
+	assert_true(f->file.stream[0].window == 4 * MIB);
+	assert_true(f->stats.pressure_shrinks == 0);
+}
+
+static void test_pressure_leaves_other_modes_alone(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+
+	f->cfg.pressure_permille = 100;
+	f->budget.pressure.permille = 1000;
+	f->cfg.mode = IOTUNE_RA_FIXED;
+	f->cfg.fixed_offset = MIB;
+	f->cfg.fixed_size = 2 * MIB;
+	assert_true(rd(f, MIB, 64 * KIB).prefetch_len == 2 * MIB);
+	memset(&f->file, 0, sizeof(f->file));
+	f->cfg.mode = IOTUNE_RA_KERNEL;
+	f->cfg.drop_behind = true;
+	for (off = 0; off < 128 * MIB; off += MIB) {
+		rd(f, off, MIB);
+	}
+	/* drop-behind is no read-ahead: it goes on */
+	assert_true(f->stats.drop_bytes > 64 * MIB);
+	assert_true(f->stats.pressure_shrinks == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -307,6 +421,10 @@ int main(void)
 		T(test_fixed_mode_prefetches_at_boundaries),
 		T(test_off_and_kernel_modes_never_prefetch),
 		T(test_client_hints),
+		T(test_pressure_samples),
+		T(test_pressure_shrinks_and_regrows_windows),
+		T(test_pressure_ignored_when_off),
+		T(test_pressure_leaves_other_modes_alone),
 #undef T
 	};
 
