@@ -24,15 +24,26 @@ def run(args, blocks, depths, wm):
     writes with 8 in flight."""
     workdir = harness.scratch_dir('bench-gluster-')
     volume = gluster.Gluster(os.path.join(workdir, 'volume'))
-    out = {'cells': [], 'floor': [], 'extra': []}
+    out = {'cells': [], 'floor': [], 'extra': [], 'coalescing': []}
     try:
         volume.start()
         mnt = volume.mount(os.path.join(workdir, 'mnt'))
         for d in ('plain', 'iotune'):
             os.makedirs(os.path.join(mnt, d), exist_ok=True)
+        control = os.path.join(workdir, 'free-reservations.ctl')
+        with open(control, 'w') as f:
+            f.write(wm.FREE_RESERVATION)
+        null_control = os.path.join(workdir, 'null-writes.ctl')
+        with open(null_control, 'w') as f:
+            f.write(wm.NULL_WRITE)
         shares = {
             'gl_plain': volume.share('glusterfs'),
             'gl_iotune': volume.share('iotune glusterfs'),
+            'gl_free_reservations': volume.share(
+                'iotune iotune_fault glusterfs',
+                **{'iotune_fault:control': control}),
+            wm.NULL_WRITES: {'vfs objects': 'iotune_fault',
+                             'iotune_fault:control': null_control},
             'fuse_plain': {'path': os.path.join(mnt, 'plain')},
             'fuse_iotune': {'vfs objects': 'iotune',
                             'path': os.path.join(mnt, 'iotune')},
@@ -47,6 +58,10 @@ def run(args, blocks, depths, wm):
                                           args.scale, wm.GLUSTER_GOALS, [8])
             out['floor'].append(wm.round_trip_floor(
                 pumper, 'glusterfs', args.rounds, args.scale))
+            out['coalescing'] = wm.coalescing_goal(
+                pumper, 'glusterfs', ('gl_iotune', 'gl_plain',
+                                      'gl_free_reservations'),
+                args.rounds, args.scale)
             for wb in ('on', 'off'):
                 volume.set('performance.write-behind', wb)
                 out['cells'] += wm.matrix(pumper, 'fuse-wb-' + wb,

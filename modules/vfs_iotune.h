@@ -51,6 +51,10 @@ struct iotune_share {
 	bool ra_active;			/* prefetch or drop-behind to do */
 	bool dio_unsupported;		/* the file system refused O_DIRECT */
 	bool reserve_warned;
+	uint64_t reserve_cost_us;	/* a reservation, without waits; 0:
+					 * not known yet */
+	uint64_t reserve_batch_min_us;	/* the fastest of this batch */
+	unsigned reserve_batch;		/* its samples so far */
 	struct iotune_stats stats;
 	struct iotune_stats published;
 };
@@ -152,6 +156,7 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    size_t n,
 					    bool *may_cache);
 struct iotune_wcache *iotune_cache_core(struct iotune_cache *cache);
+bool iotune_cache_reserve_slow(const struct iotune_share *share);
 bool iotune_cache_idle(const struct iotune_cache *cache);
 bool iotune_cache_submit(struct iotune_cache *cache,
 			 struct iotune_wc_op *op);
@@ -340,6 +345,7 @@ void iotune_smbd_run_flush_ev_once(struct iotune_process *p);
 void iotune_smbd_wake_main_loop(struct iotune_process *p);
 bool iotune_smbd_fsp_may_cache(const struct files_struct *fsp);
 bool iotune_smbd_handle_busy(const struct files_struct *fsp);
+bool iotune_smbd_client_waiting(const struct files_struct *fsp);
 bool iotune_smbd_foreign_handle(struct iotune_process *p,
 				const struct file_id *id);
 bool iotune_smbd_leases_stay_in_process(void);

@@ -222,6 +222,9 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	state->op = (struct iotune_wc_op) {
 		.kind = IOTUNE_WC_OP_WRITE, .may_cache = may_cache,
 		.busy = iotune_smbd_handle_busy(fsp),
+		.reserve_slow = iotune_cache_reserve_slow(share) &&
+				(iotune_smbd_handle_busy(fsp) ||
+				 iotune_smbd_client_waiting(fsp)),
 		.off = (uint64_t)offset, .data = data, .n = n,
 		.private_data = req,
 	};

@@ -139,6 +139,29 @@ bool iotune_smbd_handle_busy(const struct files_struct *fsp)
 	return fsp->num_aio_requests > 0;
 }
 
+/*
+ * Whether more requests of the client wait in a socket of its
+ * connections.  smbd reads one request at a time and answers a cached
+ * write before it reads the next, so fsp->num_aio_requests does not show
+ * a client that keeps several writes in flight; the bytes waiting in its
+ * sockets do (FIONREAD: one ioctl per connection).
+ */
+bool iotune_smbd_client_waiting(const struct files_struct *fsp)
+{
+	struct smbXsrv_connection *xconn = NULL;
+	int n;
+
+	for (xconn = fsp->conn->sconn->client->connections; xconn != NULL;
+	     xconn = xconn->next) {
+		n = 0;
+		if (xconn->transport.sock != -1 &&
+		    ioctl(xconn->transport.sock, FIONREAD, &n) == 0 && n > 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 static bool iotune_conn_is_ours(const struct iotune_process *p,
 				const struct connection_struct *conn)
 {

@@ -55,17 +55,20 @@ int iotune_cache_times_set(struct vfs_handle_struct *handle,
 {
 	struct iotune_cache *cache = iotune_cache_of(fsp);
 	struct iotune_ts disk = IOTUNE_TS_NONE;
+	struct iotune_ts mtime = IOTUNE_TS_NONE;
 	enum iotune_times_verdict v;
 	SMB_STRUCT_STAT st;
 
 	if (cache == NULL || ft == NULL) {
 		return 0;
 	}
-	if (!is_omit_timespec(&ft->mtime) &&
+	mtime = iotune_ts_of(ft->mtime);
+	/* 4.23+ sets the sticky write time after every write: no stat then */
+	if (iotune_wc_times_need_disk(&cache->wc, mtime) &&
 	    SMB_VFS_NEXT_FSTAT(handle, fsp, &st) == 0) {
 		disk = iotune_ts_of(st.st_ex_mtime);
 	}
-	v = iotune_wc_times_set(&cache->wc, iotune_ts_of(ft->mtime), disk);
+	v = iotune_wc_times_set(&cache->wc, mtime, disk);
 	if (v != IOTUNE_TIMES_FLUSH) {
 		DBG_DEBUG("'%s': times set, the cache stays (%s)\n",
 			  fsp_str_dbg(fsp),

@@ -406,6 +406,15 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 	if (in_flight_overlaps(c, op->off, op->off + op->n)) {
 		return false;	/* disk_done(), copy_done() run it again */
 	}
+	if (op->reserve_slow &&
+	    iotune_wc_reserve_needed(c, op->off, op->off + op->n)) {
+		/* IOTUNE_WC_RESERVE_SLOW_US: written through, side by side */
+		if (step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act)) {
+			WC_COUNT(c, reserve_slow, 1);
+			return true;
+		}
+		return false;
+	}
 	while ((r = absorb(c, op, now_ms)) == ABSORB_NO) {
 		if (c->active.n_ext > 0) {
 			/* outside the window, or too many extents */

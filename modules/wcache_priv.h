@@ -70,6 +70,8 @@ bool iotune_wc_active_full(const struct iotune_wcache *c);
  * Reserves the bytes [off, end) of a write about to be absorbed: 0,
  * ENOSPC (no room: write it through) or EOPNOTSUPP (cannot reserve).
  */
+bool iotune_wc_reserve_needed(const struct iotune_wcache *c, uint64_t off,
+			      uint64_t end);
 int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
 			    uint64_t end);
 

@@ -55,6 +55,14 @@ static void remember_reserved(struct iotune_wcache *c, uint64_t off,
 	c->reserved_hi = end;
 }
 
+/* whether caching [off, end) would make a reservation call */
+bool iotune_wc_reserve_needed(const struct iotune_wcache *c, uint64_t off,
+			      uint64_t end)
+{
+	return c->io->reserve != NULL && end > off &&
+	       !reserved_already(c, off, end);
+}
+
 int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
 			    uint64_t end)
 {

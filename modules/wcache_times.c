@@ -83,6 +83,12 @@ enum iotune_times_verdict iotune_wc_times_set(struct iotune_wcache *c,
 	return IOTUNE_TIMES_FLUSH;
 }
 
+bool iotune_wc_times_need_disk(const struct iotune_wcache *c,
+			       struct iotune_ts mtime)
+{
+	return !iotune_ts_is_none(mtime) && unlanded(c);
+}
+
 void iotune_wc_times_pin(struct iotune_wcache *c, struct iotune_ts mtime)
 {
 	if (iotune_ts_is_none(mtime)) {

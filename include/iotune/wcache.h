@@ -97,6 +97,8 @@ struct iotune_wc_stats {
 	uint64_t caches_refused;
 	uint64_t reserve_calls;
 	uint64_t reserve_full;		/* no space: written through */
+	uint64_t reserve_slow;		/* pipelined, slow to reserve:
+					 * written through */
 	uint64_t writes_failed;		/* failed with a flush error */
 	uint64_t bytes_dropped;		/* could never be written */
 };
@@ -164,6 +166,9 @@ struct iotune_wc_op {
 	bool may_cache;		/* its handle holds the right to cache */
 	bool busy;		/* other requests are in flight: the caller
 				 * would rather copy a large write itself */
+	bool reserve_slow;	/* a reservation costs a round trip (at
+				 * least IOTUNE_WC_RESERVE_SLOW_US) and
+				 * other requests of the client wait */
 	uint64_t off;		/* write */
 	const void *data;
 	size_t n;
@@ -185,6 +190,21 @@ struct iotune_wc_params {
 	unsigned flushes;	/* windows on their way to disk at once
 				 * (1 .. IOTUNE_WC_MAX_FLUSHES; 0: 1) */
 };
+
+/*
+ * A reservation this slow costs a round trip to a server (GlusterFS, a
+ * FUSE or network file system), as much as the write it would save.
+ * When other requests of the client wait meanwhile (it pipelines), the
+ * adapter says so in op->reserve_slow, and a write whose bytes would need
+ * a reservation is not cached: it goes to disk like a write of the
+ * bypass size, once no older cached data it overlaps is left.  Written
+ * through, the pipelined writes keep their round trips in flight side by
+ * side; cached, each would wait for its reservation on smbd's main
+ * thread, one at a time (measured on GlusterFS: 0.5-0.7x of the share
+ * without iotune with 4-16 in flight).  A write alone in flight, and one
+ * into bytes already reserved, is still cached.
+ */
+#define IOTUNE_WC_RESERVE_SLOW_US 50
 
 /* the most windows of one cache on their way to disk at once */
 #define IOTUNE_WC_MAX_FLUSHES 4

@@ -84,6 +84,14 @@ enum iotune_times_verdict iotune_wc_times_set(struct iotune_wcache *c,
 					      struct iotune_ts mtime,
 					      struct iotune_ts disk_mtime);
 
+/*
+ * Whether iotune_wc_times_set() needs the mtime on disk for a set of
+ * mtime: only while cached data has not landed (the caller saves a stat
+ * otherwise, and passes IOTUNE_TS_NONE).
+ */
+bool iotune_wc_times_need_disk(const struct iotune_wcache *c,
+			       struct iotune_ts mtime);
+
 /* A set of the modification time succeeded: set it again after landings */
 void iotune_wc_times_pin(struct iotune_wcache *c, struct iotune_ts mtime);
 

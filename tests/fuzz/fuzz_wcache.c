@@ -201,6 +201,10 @@ static void check_read(uint64_t off, size_t n)
 	}
 }
 
+/* what the next write says of its handle and of reservations */
+static bool op_busy;
+static bool op_reserve_slow;
+
 static void submit(enum iotune_wc_op_kind kind, uint64_t off, size_t n,
 		   uint8_t fill, int may_cache)
 {
@@ -212,6 +216,7 @@ static void submit(enum iotune_wc_op_kind kind, uint64_t off, size_t n,
 	s->op = (struct iotune_wc_op) {
 		.kind = kind, .may_cache = may_cache, .off = off,
 		.data = s->buf, .n = n, .reason = IOTUNE_FLUSH_FSYNC,
+		.busy = op_busy, .reserve_slow = op_reserve_slow,
 		.private_data = s,
 	};
 	iotune_wc_submit(&c, &s->op, now, &act);
@@ -250,6 +255,8 @@ static void step(const uint8_t *d, int *lost)
 
 	switch (d[0] % 11) {
 	case 0: case 1: case 2: case 3:
+		op_busy = (d[3] & 0x80) != 0;
+		op_reserve_slow = (d[2] & 0x40) != 0 && op_busy;
 		submit(IOTUNE_WC_OP_WRITE, off, n, d[0] ^ d[3], !*lost);
 		break;
 	case 4:

@@ -8,6 +8,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import os
+import time
 
 import pytest
 
@@ -51,24 +52,50 @@ def pump_pattern(block):
     return bytes((i * 2654435761 >> 24) & 0xff for i in range(block))
 
 
+def pump_to_brick(volume, smbd, share, name, depth):
+    """16 MiB in 4 KiB writes, depth in flight, then FLUSH: the brick's
+    WRITE calls it took; the file on the brick is checked"""
+    before = volume.write_calls()
+    c = harness.ScriptClient(smbd, share)
+    c.open(name, 'batch')
+    assert c.pump('write', 16 * MIB, 4 * KIB, depth)[0] == 16 * MIB
+    c.flush()
+    c.close()
+    c.quit()
+    calls = volume.write_calls() - before
+    data = on_brick(volume)(name)
+    assert data == pump_pattern(4 * KIB) * (16 * MIB // (4 * KIB))
+    return calls
+
+
 def test_brick_write_calls_cut_100x(volume, smbd):
-    """16 MiB in 4 KiB writes, 8 in flight: the brick's WRITE calls"""
+    """16 MiB in 4 KiB writes, one in flight: the brick's WRITE calls"""
     volume.profile_start()
-    calls = {}
-    for share in ['gl_plain', 'gl_iotune']:
-        before = volume.write_calls()
-        c = harness.ScriptClient(smbd, share)
-        c.open('calls-%s.bin' % share, 'batch')
-        assert c.pump('write', 16 * MIB, 4 * KIB, 8)[0] == 16 * MIB
-        c.flush()
-        c.close()
-        c.quit()
-        calls[share] = volume.write_calls() - before
-        data = on_brick(volume)('calls-%s.bin' % share)
-        assert data == pump_pattern(4 * KIB) * (16 * MIB // (4 * KIB))
+    calls = {share: pump_to_brick(volume, smbd, share,
+                                  'calls-%s.bin' % share, 1)
+             for share in ['gl_plain', 'gl_iotune']}
     print('brick WRITE calls for 16 MiB in 4 KiB writes: %s' % calls)
     assert calls['gl_plain'] >= 4096
     assert calls['gl_plain'] >= 100 * calls['gl_iotune']
+
+
+def test_pipelined_writes_pass_slow_reservations(volume, smbd):
+    """A fallocate through vfs_glusterfs is a round trip to the brick:
+    with 8 writes in flight, writes that would each wait for their own
+    reservation on smbd's main thread go to the brick side by side
+    instead (IOTUNE_WC_RESERVE_SLOW_US), every byte intact.  (Each
+    connection is a process of its own that measures the cost of a
+    reservation from its first ones.)"""
+    volume.profile_start()
+    before = harness.iotune_counters(smbd, 'gl_iotune')
+    calls = pump_to_brick(volume, smbd, 'gl_iotune', 'pipelined.bin', 8)
+    time.sleep(1.6)     # the process publishes as it ends
+    after = harness.iotune_counters(smbd, 'gl_iotune')
+    slow = after.get('wc_reserve_slow', 0) - before.get('wc_reserve_slow', 0)
+    print('pipelined: %d writes past slow reservations, %d brick WRITE '
+          'calls' % (slow, calls))
+    assert slow > 4096 // 2
+    assert calls > 4096 // 2
 
 
 @pytest.mark.parametrize('oplock', ['batch', 'lease'])

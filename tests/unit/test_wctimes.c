@@ -192,6 +192,23 @@ static void test_no_mtime_never_flushes(void **state)
 	assert_int_equal(f->sets, 0);
 }
 
+/* The disk's mtime is asked for only while cached data has not landed */
+static void test_disk_mtime_needed_only_with_unlanded_data(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_ts t = ts_of(5000);
+
+	assert_false(iotune_wc_times_need_disk(&f->c, t));
+	/* nothing cached: the verdict cannot depend on the disk */
+	assert_int_equal(iotune_wc_times_set(&f->c, t, IOTUNE_TS_NONE),
+			 IOTUNE_TIMES_PASS);
+	cached_write(f, 0, 4 * KIB);
+	assert_true(iotune_wc_times_need_disk(&f->c, t));
+	assert_false(iotune_wc_times_need_disk(&f->c, IOTUNE_TS_NONE));
+	flush_all(f);
+	assert_false(iotune_wc_times_need_disk(&f->c, t));
+}
+
 /* smbd 4.23+ with a sticky write time: a set after every write */
 static void test_sticky_time_restored_after_each_write_no_flush(void **state)
 {
@@ -397,6 +414,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_no_mtime_never_flushes),
+		T(test_disk_mtime_needed_only_with_unlanded_data),
 		T(test_sticky_time_restored_after_each_write_no_flush),
 		T(test_time_before_the_cache_pins),
 		T(test_restoring_disk_mtime_pins),

@@ -12,7 +12,14 @@
  *   pwrite ERRNO [after BYTES]   writes fail with ERRNO (ENOSPC, EIO),
  *                                after BYTES more bytes were written (a
  *                                write that crosses the limit is short)
+ *   pwrite skip                  writes succeed at once, writing
+ *                                nothing (bench/write_matrix.py: the
+ *                                fastest smbd answers a write)
  *   fallocate ERRNO              fallocate fails with ERRNO
+ *   fallocate skip               fallocate succeeds at once, reserving
+ *                                nothing (bench/write_matrix.py: what the
+ *                                write cache reaches when its
+ *                                reservations cost nothing)
  *   canary                       writes one byte past a heap buffer, once
  *                                per rule read: the sanitize stage's
  *                                proof that a report fails it
@@ -32,9 +39,11 @@
 
 struct fault_rules {
 	int pwrite_errno;
+	bool pwrite_skip;
 	bool pwrite_after;
 	uint64_t pwrite_budget;
 	int fallocate_errno;
+	bool fallocate_skip;
 	struct timespec seen_mtime;
 	ino_t seen_ino;
 };
@@ -75,8 +84,10 @@ static void fault_parse(struct fault_rules *r, char *text)
 	char *line = NULL;
 
 	r->pwrite_errno = 0;
+	r->pwrite_skip = false;
 	r->pwrite_after = false;
 	r->fallocate_errno = 0;
+	r->fallocate_skip = false;
 	for (line = strtok_r(text, "\n", &save); line != NULL;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char what[32] = "";
@@ -85,10 +96,16 @@ static void fault_parse(struct fault_rules *r, char *text)
 		int n = sscanf(line, "%31s %31s after %llu", what, err,
 			       &after);
 
-		if (n >= 2 && strcmp(what, "pwrite") == 0) {
+		if (n >= 2 && strcmp(what, "pwrite") == 0 &&
+		    strcmp(err, "skip") == 0) {
+			r->pwrite_skip = true;
+		} else if (n >= 2 && strcmp(what, "pwrite") == 0) {
 			r->pwrite_errno = fault_errno(err);
 			r->pwrite_after = n == 3;
 			r->pwrite_budget = after;
+		} else if (n >= 2 && strcmp(what, "fallocate") == 0 &&
+			   strcmp(err, "skip") == 0) {
+			r->fallocate_skip = true;
 		} else if (n >= 2 && strcmp(what, "fallocate") == 0) {
 			r->fallocate_errno = fault_errno(err);
 		} else if (n >= 1 && strcmp(what, "canary") == 0) {
@@ -137,7 +154,7 @@ static ssize_t fault_write_allowance(struct vfs_handle_struct *handle,
 {
 	struct fault_rules *r = fault_rules(handle);
 
-	if (r == NULL || r->pwrite_errno == 0) {
+	if (r == NULL || r->pwrite_errno == 0 || r->pwrite_skip) {
 		return (ssize_t)n;
 	}
 	if (r->pwrite_after && r->pwrite_budget > 0) {
@@ -164,13 +181,21 @@ static int fault_connect(struct vfs_handle_struct *handle,
 	return SMB_VFS_NEXT_CONNECT(handle, service, user);
 }
 
+/* 'pwrite skip': the write is done, nothing written */
+static bool fault_skips_writes(struct vfs_handle_struct *handle)
+{
+	struct fault_rules *r = fault_rules(handle);
+
+	return r != NULL && r->pwrite_skip;
+}
+
 static ssize_t fault_pwrite(struct vfs_handle_struct *handle,
 			    files_struct *fsp, const void *data, size_t n,
 			    off_t offset)
 {
 	ssize_t allow = fault_write_allowance(handle, n);
 
-	if (allow <= 0) {
+	if (allow <= 0 || fault_skips_writes(handle)) {
 		return allow;
 	}
 	return SMB_VFS_NEXT_PWRITE(handle, fsp, data, (size_t)allow, offset);
@@ -202,6 +227,11 @@ static struct tevent_req *fault_pwrite_send(struct vfs_handle_struct *handle,
 	if (allow <= 0) {
 		state->ret = -1;
 		state->vfs_aio_state.error = allow == 0 ? ENOSPC : errno;
+		tevent_req_done(req);
+		return tevent_req_post(req, ev);
+	}
+	if (fault_skips_writes(handle)) {
+		state->ret = allow;
 		tevent_req_done(req);
 		return tevent_req_post(req, ev);
 	}
@@ -248,6 +278,9 @@ static int fault_fallocate(struct vfs_handle_struct *handle,
 	if (r != NULL && r->fallocate_errno != 0) {
 		errno = r->fallocate_errno;
 		return -1;
+	}
+	if (r != NULL && r->fallocate_skip) {
+		return 0;
 	}
 	return SMB_VFS_NEXT_FALLOCATE(handle, fsp, mode, offset, len);
 }
