@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-# What the write cache's reservation costs on this file system (issue
-# #22): every cached write that reaches past what the cache reserved last
+# What the write cache's reservation costs on this file system: every
+# cached write that reaches past what the cache reserved last
 # makes one fallocate of its own bytes, on smbd's main thread, before it
 # is acknowledged.  Measured here without smbd, in microseconds per call
 # (median of --rounds, COUNT calls each):

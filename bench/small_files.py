@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# The open/write/close cycle of a small file (issue #22), side by side in
+# The open/write/close cycle of a small file, side by side in
 # one run on a real smbd: one client (smb2-script "cycles": CREATE with a
 # batch oplock, WRITE of --size bytes at offset 0, CLOSE, COUNT times)
 # against a share with iotune (defaults) and the same share without it,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# The write cache's no-regression matrix (issue #11), measured side by
+# The write cache's no-regression matrix, measured side by
 # side in one run on a real smbd: one client (smb2-script pump, batch
 # oplock) streams sequential writes of each block size with 1, 4 or 16
 # requests in flight, then sends SMB2 FLUSH; MB/s count until the FLUSH

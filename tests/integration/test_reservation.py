@@ -1,4 +1,4 @@
-# The write cache's disk space (issues #22 and #26), against a real smbd:
+# The write cache's disk space, against a real smbd:
 # what the cache reserves for acknowledged data never costs anyone data,
 # disk space or a true size.  Every test runs the same steps on a share
 # without iotune and one with it, on the same kind of file system, and

@@ -1,4 +1,4 @@
-# The write cache on a hostile week (issue #10), against a real smbd: full
+# The write cache on a hostile week, against a real smbd: full
 # disks, failed flushes, a lost right to cache, timestamps, sizes, a
 # killed smbd, one lease across processes.  Each test compares with a
 # share without iotune where that says what "right" is.
