@@ -5,7 +5,7 @@
 # instructions smbd runs per MiB written (callgrind), and the read-ahead
 # modes, drop-behind and random readers.  As root, on a machine
 # prepared by scripts/install-deps.sh (it is run first).  Not a test: it
-# takes about 20 minutes on a 2-core VM (--quick: fewer rounds and bytes).
+# takes about 45 minutes on a 2-core VM (--quick: fewer rounds and bytes).
 #
 #   bench/run.sh [--quick]
 #
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 rounds=7
 scale=1
 ra_args=""
-insn_rounds=3
+insn_rounds=7
 command="bench/run.sh"
 if [ "${1:-}" = "--quick" ]; then
 	rounds=3
