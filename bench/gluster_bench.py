@@ -53,6 +53,9 @@ def run(args, blocks, depths, wm):
             pumper = wm.Pumper(smbd, delete=False)
             out['cells'] += wm.matrix(pumper, 'glusterfs', args.rounds,
                                       args.scale, blocks, depths)
+            if args.matrix_only:
+                pumper.quit()
+                return out
             if 8 not in depths:
                 out['extra'] += wm.matrix(pumper, 'glusterfs', args.rounds,
                                           args.scale, wm.GLUSTER_GOALS, [8])

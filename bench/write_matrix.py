@@ -410,6 +410,11 @@ def main():
     ap.add_argument('--gluster', action='store_true',
                     help='also GlusterFS (installs and starts it)')
     ap.add_argument('--no-cpu', action='store_true')
+    ap.add_argument('--matrix-only', action='store_true',
+                    help='the matrices alone (a second run for the '
+                    'no-regression goal): no round-trip floor, coalescing '
+                    'goal, CPU table, reservation cost, extra GlusterFS '
+                    'cells or FUSE mount')
     ap.add_argument('--glibc-malloc-defaults', action='store_true',
                     help='run smbd with glibc\'s dynamic malloc thresholds '
                     '(by default the run fixes them for both sides, '
@@ -475,23 +480,30 @@ def local_matrix(args, blocks, depths, result):
             pumper.fresh(*PAIRS[kind])
             result['cells'] += matrix(pumper, kind, args.rounds,
                                       args.scale, blocks, depths)
-        for kind in ('pagecache', 'odirect'):
-            if kind in kinds:
-                result['floor'].append(round_trip_floor(
-                    pumper, kind, args.rounds, args.scale))
-        if 'odirect' in kinds:
-            result['coalescing'] = coalescing_goal(
-                pumper, 'odirect', ('dio_iotune', 'dio_uncached',
-                                    'dio_free_reservations'),
-                args.rounds, args.scale)
-        if not args.no_cpu:
-            result['cpu'] = cpu_table(pumper, args.rounds, args.scale)
+        if not args.matrix_only:
+            local_goals(args, pumper, kinds, result)
         pumper.quit()
-    cost = reserve_cost.measure(smbd.share_path(PAIRS[kinds[0]][0]),
-                                args.rounds)
-    print(reserve_cost.describe(cost))
-    result['reserve_cost'] = cost
+    if not args.matrix_only:
+        cost = reserve_cost.measure(smbd.share_path(PAIRS[kinds[0]][0]),
+                                    args.rounds)
+        print(reserve_cost.describe(cost))
+        result['reserve_cost'] = cost
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def local_goals(args, pumper, kinds, result):
+    """the round-trip floors, the coalescing goal on O_DIRECT, CPU"""
+    for kind in ('pagecache', 'odirect'):
+        if kind in kinds:
+            result['floor'].append(round_trip_floor(
+                pumper, kind, args.rounds, args.scale))
+    if 'odirect' in kinds:
+        result['coalescing'] = coalescing_goal(
+            pumper, 'odirect', ('dio_iotune', 'dio_uncached',
+                                'dio_free_reservations'),
+            args.rounds, args.scale)
+    if not args.no_cpu:
+        result['cpu'] = cpu_table(pumper, args.rounds, args.scale)
 
 
 if __name__ == '__main__':
