@@ -19,12 +19,11 @@ import harness  # noqa: E402
 
 def run(args, blocks, depths, wm):
     """wm: bench/write_matrix.py.  Returns the cells of the matrix, the
-    round-trip floor of 4 KiB writes (wm.round_trip_floor) and the cells
-    of the goals that the matrix's depths leave out: 4 KiB and 64 KiB
-    writes with 8 in flight."""
+    round-trip floor of 4 KiB writes (wm.round_trip_floor) and the
+    coalescing goal's rows (wm.coalescing_goal)."""
     workdir = harness.scratch_dir('bench-gluster-')
     volume = gluster.Gluster(os.path.join(workdir, 'volume'))
-    out = {'cells': [], 'floor': [], 'extra': [], 'coalescing': []}
+    out = {'cells': [], 'floor': [], 'coalescing': []}
     try:
         volume.start()
         mnt = volume.mount(os.path.join(workdir, 'mnt'))
@@ -56,9 +55,6 @@ def run(args, blocks, depths, wm):
             if args.matrix_only:
                 pumper.quit()
                 return out
-            if 8 not in depths:
-                out['extra'] += wm.matrix(pumper, 'glusterfs', args.rounds,
-                                          args.scale, wm.GLUSTER_GOALS, [8])
             out['floor'].append(wm.round_trip_floor(
                 pumper, 'glusterfs', args.rounds, args.scale))
             out['coalescing'] = wm.coalescing_goal(

@@ -95,12 +95,6 @@ def cell(cells, backend, block, depth):
     return None
 
 
-def cells_at(cells, backend, block, depths):
-    """[(depth, cell)] of the depths measured"""
-    got = [(d, cell(cells, backend, block, d)) for d in depths]
-    return [(d, c) for d, c in got if c is not None]
-
-
 def ratio_table(cells, backend):
     mine = [c for c in cells if c['backend'] == backend]
     depths = sorted({c['depth'] for c in mine})

@@ -51,8 +51,6 @@ from benchlib import KIB, MIB, median_alternating, regression_summary, \
 
 BLOCKS = [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB]
 DEPTHS = [1, 4, 16]
-# GlusterFS's goals also name 8 in flight: these sizes are measured so too
-GLUSTER_GOALS = [4 * KIB, 64 * KIB]
 
 LOCAL_SHARES = {
     'pc_plain': {},
@@ -413,8 +411,7 @@ def main():
     ap.add_argument('--matrix-only', action='store_true',
                     help='the matrices alone (a second run for the '
                     'no-regression goal): no round-trip floor, coalescing '
-                    'goal, CPU table, reservation cost, extra GlusterFS '
-                    'cells or FUSE mount')
+                    'goal, CPU table, reservation cost or FUSE mount')
     ap.add_argument('--glibc-malloc-defaults', action='store_true',
                     help='run smbd with glibc\'s dynamic malloc thresholds '
                     '(by default the run fixes them for both sides, '
@@ -441,7 +438,6 @@ def main():
         gl = gluster_bench.run(args, blocks, depths, sys.modules[__name__])
         result['cells'] += gl['cells']
         result['floor'] += gl['floor']
-        result['extra'] = gl['extra']
         result['coalescing'] = (result.get('coalescing', []) +
                                 gl['coalescing'])
     summary(result['cells'])
