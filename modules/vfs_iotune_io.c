@@ -222,12 +222,12 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	state->op = (struct iotune_wc_op) {
 		.kind = IOTUNE_WC_OP_WRITE, .may_cache = may_cache,
 		.busy = iotune_smbd_handle_busy(fsp),
-		.reserve_slow = iotune_cache_reserve_slow(share) &&
-				(iotune_smbd_handle_busy(fsp) ||
-				 iotune_smbd_client_waiting(fsp)),
 		.off = (uint64_t)offset, .data = data, .n = n,
 		.private_data = req,
 	};
+	state->op.reserve_slow = iotune_cache_reserve_slow(share) &&
+				 (state->op.busy ||
+				  iotune_smbd_client_waiting(fsp));
 	talloc_set_destructor(state, iotune_pwrite_state_destructor);
 	if (iotune_cache_submit(cache, &state->op)) {
 		iotune_pwrite_finish(req, state->op.ret, state->op.err);

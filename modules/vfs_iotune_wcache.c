@@ -179,13 +179,6 @@ static ssize_t iotune_cache_sync_pwrite(void *private_data,
 }
 
 /*
- * The blocks of a write the cache acknowledges, [off, off + len): a
- * fallocate without KEEP_SIZE, which also moves the end of file to
- * off + len when that is further, as the write will.  So every tree,
- * handle and process sees the size a share without the cache shows, and
- * the blocks held are those the data needs: nothing is ever given back.
- */
-/*
  * What a reservation costs on the share, for IOTUNE_WC_RESERVE_SLOW_US:
  * the fastest of each batch of 8 (published from the 4th on).  The
  * fastest, because a fallocate on a direct I/O share waits for the
@@ -213,6 +206,13 @@ bool iotune_cache_reserve_slow(const struct iotune_share *share)
 	return share->reserve_cost_us >= IOTUNE_WC_RESERVE_SLOW_US;
 }
 
+/*
+ * The blocks of a write the cache acknowledges, [off, off + len): a
+ * fallocate without KEEP_SIZE, which also moves the end of file to
+ * off + len when that is further, as the write will.  So every tree,
+ * handle and process sees the size a share without the cache shows, and
+ * the blocks held are those the data needs: nothing is ever given back.
+ */
 static int iotune_cache_reserve(void *private_data, uint64_t off,
 				uint64_t len)
 {

@@ -68,8 +68,7 @@ int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
 {
 	int ret;
 
-	if (c->io->reserve == NULL || end <= off ||
-	    reserved_already(c, off, end)) {
+	if (!iotune_wc_reserve_needed(c, off, end)) {
 		return 0;
 	}
 	WC_COUNT(c, reserve_calls, 1);

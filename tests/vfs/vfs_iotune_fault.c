@@ -148,12 +148,16 @@ static struct fault_rules *fault_rules(struct vfs_handle_struct *handle)
 	return r;
 }
 
-/* How much of a write of n bytes may go through: n, less, or -1/errno */
+/*
+ * How much of a write of n bytes may go through: n, less, or -1/errno;
+ * *skip: 'pwrite skip', the write is done with nothing written
+ */
 static ssize_t fault_write_allowance(struct vfs_handle_struct *handle,
-				     size_t n)
+				     size_t n, bool *skip)
 {
 	struct fault_rules *r = fault_rules(handle);
 
+	*skip = r != NULL && r->pwrite_skip;
 	if (r == NULL || r->pwrite_errno == 0 || r->pwrite_skip) {
 		return (ssize_t)n;
 	}
@@ -181,21 +185,14 @@ static int fault_connect(struct vfs_handle_struct *handle,
 	return SMB_VFS_NEXT_CONNECT(handle, service, user);
 }
 
-/* 'pwrite skip': the write is done, nothing written */
-static bool fault_skips_writes(struct vfs_handle_struct *handle)
-{
-	struct fault_rules *r = fault_rules(handle);
-
-	return r != NULL && r->pwrite_skip;
-}
-
 static ssize_t fault_pwrite(struct vfs_handle_struct *handle,
 			    files_struct *fsp, const void *data, size_t n,
 			    off_t offset)
 {
-	ssize_t allow = fault_write_allowance(handle, n);
+	bool skip = false;
+	ssize_t allow = fault_write_allowance(handle, n, &skip);
 
-	if (allow <= 0 || fault_skips_writes(handle)) {
+	if (allow <= 0 || skip) {
 		return allow;
 	}
 	return SMB_VFS_NEXT_PWRITE(handle, fsp, data, (size_t)allow, offset);
@@ -218,7 +215,8 @@ static struct tevent_req *fault_pwrite_send(struct vfs_handle_struct *handle,
 	struct tevent_req *req = NULL;
 	struct tevent_req *subreq = NULL;
 	struct fault_pwrite_state *state = NULL;
-	ssize_t allow = fault_write_allowance(handle, n);
+	bool skip = false;
+	ssize_t allow = fault_write_allowance(handle, n, &skip);
 
 	req = tevent_req_create(mem_ctx, &state, struct fault_pwrite_state);
 	if (req == NULL) {
@@ -230,7 +228,7 @@ static struct tevent_req *fault_pwrite_send(struct vfs_handle_struct *handle,
 		tevent_req_done(req);
 		return tevent_req_post(req, ev);
 	}
-	if (fault_skips_writes(handle)) {
+	if (skip) {
 		state->ret = allow;
 		tevent_req_done(req);
 		return tevent_req_post(req, ev);
