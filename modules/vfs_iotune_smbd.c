@@ -151,6 +151,9 @@ bool iotune_smbd_client_waiting(const struct files_struct *fsp)
 	struct smbXsrv_connection *xconn = NULL;
 	int n;
 
+	if (fsp->conn->sconn == NULL || fsp->conn->sconn->client == NULL) {
+		return false;	/* an internal connection: no client */
+	}
 	for (xconn = fsp->conn->sconn->client->connections; xconn != NULL;
 	     xconn = xconn->next) {
 		n = 0;

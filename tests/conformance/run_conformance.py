@@ -4,8 +4,9 @@
 #
 # A subtest that fails on the plain share too is reported, not hidden.
 # A subtest that passes plain and fails (or goes missing) with iotune is a
-# regression; it is run again alone on both shares, and only a failure
-# that repeats counts (a pass on the rerun is reported as FLAKY).
+# regression; it is run again alone on both shares (RERUNS times), and only
+# a failure that repeats every time while plain passes every time counts
+# (anything else is reported as FLAKY).
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -113,18 +114,36 @@ def compare(plain, tuned):
     return regressions, both_fail, improved
 
 
+# A regressed subtest is run again alone this many times on both shares.
+# Some smbtorture subtests fail now and then on the plain share as well:
+# on 4.22, durable-v2-open's reopen2, reopen2b, reopen2c and open-oplock
+# were each refused their batch oplock once (level 0 for a file they had
+# just created), on either share.  (Likely cause: the new file reuses the
+# inode of a deleted one whose disconnected durable handle left byte
+# range locks, and file_has_brlocks() goes by dev/inode.)  So one failed
+# rerun on the iotune share is not enough to call a regression.
+RERUNS = 3
+
+
 def confirm(smbd, share, names, logdir, timeout):
-    """Reruns each regressed subtest alone on both shares; returns the
-    ones that fail again with iotune while passing plain."""
+    """Reruns each regressed subtest alone on both shares, RERUNS times;
+    returns the ones that fail with iotune every time while passing plain
+    every time, and the others with how often iotune failed."""
     confirmed, flaky = [], []
     for name in names:
         suite = name.rsplit('.', 1)[0]
-        p, _ = run_torture(smbd, 'plain', name, logdir, timeout, suite)
-        t, _ = run_torture(smbd, share, name, logdir, timeout, suite)
-        if p.get(name) == PASS and t.get(name) != PASS:
+        plain_pass = tuned_fail = 0
+        for _ in range(RERUNS):
+            p, _ = run_torture(smbd, 'plain', name, logdir, timeout, suite)
+            t, _ = run_torture(smbd, share, name, logdir, timeout, suite)
+            plain_pass += (p or {}).get(name) == PASS
+            tuned_fail += (t or {}).get(name) != PASS
+        if plain_pass == RERUNS and tuned_fail == RERUNS:
             confirmed.append(name)
         else:
-            flaky.append(name)
+            flaky.append('%s (reruns: iotune failed %d of %d, plain '
+                         'failed %d)' % (name, tuned_fail, RERUNS,
+                                         RERUNS - plain_pass))
     return confirmed, flaky
 
 
@@ -151,8 +170,8 @@ def run_suite(smbd, suite, share, logdir, timeout):
     for name in improved:
         print('    passes only with iotune: %s' % name)
     for name in flaky:
-        print('    FLAKY (failed once with iotune, passed alone): %s' %
-              name)
+        print('    FLAKY (failed once with iotune, not on every rerun): '
+              '%s' % name)
     for name in confirmed:
         print('    REGRESSION: %s' % name)
     compared = sum(1 for n in plain if plain[n] == PASS)

@@ -394,6 +394,19 @@ def iotune_counters(smbd, share):
     return shares.get(share, {}).get('counters', {})
 
 
+def iotune_counters_until(smbd, share, done, timeout=30):
+    """iotune_counters() again every 0.2 s until done(counters) is true
+    or timeout seconds passed; the last ones either way.  A process
+    publishes once a second and as it ends, which on a loaded machine
+    can take longer than a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        counters = iotune_counters(smbd, share)
+        if done(counters) or time.monotonic() >= deadline:
+            return counters
+        time.sleep(0.2)
+
+
 def smbclient(smbd, share, commands, check=True, timeout=300):
     """Runs smbclient commands against a share; returns the result."""
     r = subprocess.run(

@@ -8,7 +8,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import os
-import time
 
 import pytest
 
@@ -89,9 +88,14 @@ def test_pipelined_writes_pass_slow_reservations(volume, smbd):
     volume.profile_start()
     before = harness.iotune_counters(smbd, 'gl_iotune')
     calls = pump_to_brick(volume, smbd, 'gl_iotune', 'pipelined.bin', 8)
-    time.sleep(1.6)     # the process publishes as it ends
-    after = harness.iotune_counters(smbd, 'gl_iotune')
-    slow = after.get('wc_reserve_slow', 0) - before.get('wc_reserve_slow', 0)
+
+    def slow_writes(counters):
+        return (counters.get('wc_reserve_slow', 0) -
+                before.get('wc_reserve_slow', 0))
+
+    # the connection's process publishes as it ends
+    slow = slow_writes(harness.iotune_counters_until(
+        smbd, 'gl_iotune', lambda c: slow_writes(c) > 4096 // 2))
     print('pipelined: %d writes past slow reservations, %d brick WRITE '
           'calls' % (slow, calls))
     assert slow > 4096 // 2
