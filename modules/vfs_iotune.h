@@ -342,7 +342,7 @@ struct tevent_context *iotune_smbd_flush_ev(struct iotune_process *p);
 void iotune_smbd_flush_started(struct iotune_process *p);
 void iotune_smbd_flush_ended(struct iotune_process *p);
 void iotune_smbd_run_flush_ev_once(struct iotune_process *p);
-void iotune_smbd_wake_main_loop(struct iotune_process *p);
+void iotune_smbd_caches_made(struct iotune_process *p);
 bool iotune_smbd_fsp_may_cache(const struct files_struct *fsp);
 bool iotune_smbd_handle_busy(const struct files_struct *fsp);
 bool iotune_smbd_client_waiting(const struct files_struct *fsp);

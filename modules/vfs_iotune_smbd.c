@@ -68,6 +68,7 @@ struct iotune_smbd {
 	struct tevent_context *flush_ev;
 	tevent_trace_callback_t prev_trace_cb;
 	void *prev_trace_private;
+	bool traced;			/* iotune_trace_callback chained */
 	unsigned flushes_in_flight;
 	struct tevent_timer *poll_timer;
 	struct messaging_context *msg_ctx;
@@ -214,6 +215,7 @@ bool iotune_smbd_foreign_handle(struct iotune_process *p,
  * too.
  */
 static void iotune_smbd_poll(struct iotune_smbd *s);
+static void iotune_trace_remove(struct iotune_smbd *s);
 
 static void iotune_trace_callback(enum tevent_trace_point point,
 				  void *private_data)
@@ -237,6 +239,48 @@ static void iotune_trace_callback(enum tevent_trace_point point,
 		s->num_files_seen = s->sconn->num_files;
 		iotune_caches_check(s->proc, files_changed);
 	}
+	if (s->proc->caches == NULL && s->flushes_in_flight == 0) {
+		iotune_trace_remove(s);
+	}
+}
+
+/*
+ * The trace callback is chained only while the process has caches or
+ * flushes in flight: iotune_smbd_caches_made() and a flush's start chain
+ * it before the cache can absorb a write, so every cache is checked at
+ * every loop iteration (docs/design.md, "Coherence"), and a process that
+ * only passes requests through pays nothing at each iteration.  When
+ * another callback was chained after ours, ours stays and does nothing.
+ */
+static void iotune_trace_install(struct iotune_smbd *s)
+{
+	if (s->traced) {
+		return;
+	}
+	tevent_get_trace_callback(s->ev, &s->prev_trace_cb,
+				  &s->prev_trace_private);
+	tevent_set_trace_callback(s->ev, iotune_trace_callback, s);
+	s->traced = true;
+	s->files_seen = NULL;		/* scan all handles at the next check */
+	s->num_files_seen = SIZE_MAX;
+}
+
+static void iotune_trace_remove(struct iotune_smbd *s)
+{
+	tevent_trace_callback_t cb = NULL;
+	void *private_data = NULL;
+
+	tevent_get_trace_callback(s->ev, &cb, &private_data);
+	if (cb == iotune_trace_callback && private_data == s) {
+		tevent_set_trace_callback(s->ev, s->prev_trace_cb,
+					  s->prev_trace_private);
+		s->traced = false;
+	}
+}
+
+void iotune_smbd_caches_made(struct iotune_process *p)
+{
+	iotune_trace_install(p->smbd);
 }
 
 /* Runs the flush completions flush_ev has ready, without blocking. */
@@ -301,6 +345,7 @@ struct tevent_context *iotune_smbd_flush_ev(struct iotune_process *p)
 void iotune_smbd_flush_started(struct iotune_process *p)
 {
 	p->smbd->flushes_in_flight++;
+	iotune_trace_install(p->smbd);
 	iotune_poll_timer_arm(p->smbd);
 }
 
@@ -345,14 +390,7 @@ static void iotune_profile_message(struct messaging_context *msg_ctx,
 
 static int iotune_smbd_destructor(struct iotune_smbd *s)
 {
-	tevent_trace_callback_t cb = NULL;
-	void *private_data = NULL;
-
-	tevent_get_trace_callback(s->ev, &cb, &private_data);
-	if (cb == iotune_trace_callback && private_data == s) {
-		tevent_set_trace_callback(s->ev, s->prev_trace_cb,
-					  s->prev_trace_private);
-	}
+	iotune_trace_remove(s);
 	if (s->msg_ctx != NULL) {
 		messaging_deregister(s->msg_ctx, MSG_PROFILE, s);
 	}
@@ -377,9 +415,6 @@ int iotune_smbd_process_init(struct iotune_process *p,
 		TALLOC_FREE(s);
 		return ENOMEM;
 	}
-	tevent_get_trace_callback(ev, &s->prev_trace_cb,
-				  &s->prev_trace_private);
-	tevent_set_trace_callback(ev, iotune_trace_callback, s);
 	if (NT_STATUS_IS_OK(messaging_register(msg_ctx, s, MSG_PROFILE,
 					       iotune_profile_message))) {
 		s->msg_ctx = msg_ctx;

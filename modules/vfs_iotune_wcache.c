@@ -470,6 +470,7 @@ static struct iotune_cache *iotune_cache_create(
 	DLIST_ADD(p->caches, cache);
 	p->num_caches++;
 	share->stats.wc.caches_active++;
+	iotune_smbd_caches_made(p);
 	return cache;
 }
 
