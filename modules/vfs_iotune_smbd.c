@@ -9,9 +9,11 @@
  *
  * - The tevent trace callback: smbd installs its own in smbd_process()
  *   before its main loop (4.17 process.c, 4.22 smb2_process.c); we chain
- *   it.  It lets the write cache check, before every loop iteration,
- *   whether a handle lost its right to cache: smbd has no VFS hook for
- *   oplock and lease breaks (docs/design.md, "Coherence").
+ *   it while the process has caches or flushes in flight (and remove
+ *   ours only when it is still the one installed).  It lets the write
+ *   cache check, before every loop iteration, whether a handle lost its
+ *   right to cache: smbd has no VFS hook for oplock and lease breaks
+ *   (docs/design.md, "Coherence").
  * - The right to cache is read from files_struct fields smbd sets when
  *   it sends a break (fsp->oplock_type, sent_oplock_break, the lease's
  *   BREAK_IN_PROGRESS flag; smb2_oplock.c in 4.17 and 4.22 alike).
