@@ -60,7 +60,27 @@ class Strace:
             args += ['-p', tid]
         self.out = out
         self.proc = subprocess.Popen(args, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
+        self.wait_attached(pid, tids)
+
+    def wait_attached(self, pid, tids, timeout=30):
+        """until strace traces every thread it was given that still
+        runs (a fixed 0.5 s could end before it had attached on a loaded
+        machine: the likely cause of a trace without the close's drop)"""
+        deadline = time.monotonic() + timeout
+        while True:
+            tracers = set()
+            for tid in tids:
+                try:
+                    with open('/proc/%d/task/%s/status' % (pid, tid)) as f:
+                        tracers |= {line.split()[1] for line in f
+                                    if line.startswith('TracerPid:')}
+                except FileNotFoundError:
+                    pass        # an idle pool thread ended
+            if tracers == {str(self.proc.pid)}:
+                return
+            assert self.proc.poll() is None, 'strace exited'
+            assert time.monotonic() < deadline, 'strace did not attach'
+            time.sleep(0.05)
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
