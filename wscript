@@ -89,6 +89,7 @@ UNIT_TESTS = {
     'dio': [],
     'dio_probe': ['-Wl,--wrap=statx'],
     'dio_io': [],
+    'passtab': [],
 }
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',

@@ -66,12 +66,13 @@ void iotune_count_io(struct iotune_share *share,
 		     uint64_t started_us)
 {
 	struct iotune_stats *s = &share->stats;
-	uint64_t us = iotune_now_us() - started_us;
+	uint64_t us = 0;
 	uint64_t bytes = ret > 0 ? (uint64_t)ret : 0;
 
 	if (!iotune_counting(share)) {
 		return;
 	}
+	us = iotune_now_us() - started_us;
 	if (is_write) {
 		s->write_ops++;
 		s->write_bytes += bytes;

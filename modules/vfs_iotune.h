@@ -126,6 +126,8 @@ ssize_t iotune_aio_recv(struct tevent_req *req,
 			struct vfs_aio_state *vfs_aio_state);
 
 /* vfs_iotune_pass.c */
+bool iotune_pass_owns(const struct tevent_req *req);
+void iotune_pass_forget(const struct tevent_req *req);
 struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
 					   TALLOC_CTX *mem_ctx,
 					   struct tevent_context *ev,

@@ -204,6 +204,7 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	if (req == NULL) {
 		return NULL;
 	}
+	iotune_pass_forget(req);
 	*state = (struct iotune_pwrite_state) {
 		.ev = ev, .handle = handle, .fsp = fsp, .share = share,
 		.data = data, .n = n, .offset = offset,
@@ -242,6 +243,9 @@ out:
 /* iotune's own request, or one that passed through (vfs_iotune_pass.c) */
 static bool iotune_own_req(struct tevent_req *req, const char *state_type)
 {
+	if (iotune_pass_owns(req)) {
+		return false;
+	}
 	return talloc_check_name(_tevent_req_data(req), state_type) != NULL;
 }
 
@@ -420,6 +424,7 @@ struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 	if (req == NULL) {
 		return NULL;
 	}
+	iotune_pass_forget(req);
 	*state = (struct iotune_pread_state) {
 		.share = share, .started_us = iotune_now_us(), .dio = dio,
 		.fsp = fsp, .data = data, .n = n, .offset = offset,

@@ -12,12 +12,23 @@
  *
  * Here a pass-through request is sent to the next layer that implements
  * it directly (what smb_vfs_call_pwrite_send() does without its wrapper),
- * with a small talloc context of ours as the memory context.  smbd's
+ * with smbd's memory context, as if iotune were not there.  smbd's
  * wrapper of our layer calls our recv function with the next layer's
- * request; the context is its talloc parent and says which recv function
- * to call, which file to tell and when the request started.  iotune's own
- * requests (iotune_pwrite_send(), iotune_pread_send()) are told apart by
- * their state's type name before anything else.
+ * request; what that needs (the next layer's recv function, the file to
+ * tell, when the request started) waits in a table indexed by the
+ * request's address (include/iotune/passtab.h has its rules).  No
+ * allocation per request: a talloc context for each cost some 300
+ * instructions, a third of what iotune added to a 64 KiB write.  A
+ * request whose slot another one holds (rare: 256 slots, a handful of
+ * requests in flight) gets such a context as its parent instead, which
+ * holds the same record.  Only smbd's main thread sends and receives:
+ * one table per process.
+ *
+ * The recv functions ask the table first (iotune_pass_owns()), then tell
+ * iotune's own requests by their state's type name; what is left is a
+ * request with a context of its own.  iotune's own requests clear their
+ * address from the table when they are made (iotune_pass_forget()): a
+ * request freed without being received leaves its key behind.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -39,6 +50,7 @@
 #include "smbd/smbd.h"
 
 #include "vfs_iotune.h"
+#include "iotune/passtab.h"
 
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
@@ -46,7 +58,7 @@
 typedef ssize_t (*iotune_aio_recv_fn)(struct tevent_req *req,
 				      struct vfs_aio_state *vfs_aio_state);
 
-/* The memory context of a pass-through request: its talloc parent */
+/* What the recv function of a pass-through request needs */
 struct iotune_pass {
 	iotune_aio_recv_fn recv_fn;	/* the next layer's */
 	struct iotune_share *share;
@@ -58,21 +70,64 @@ struct iotune_pass {
 	uint64_t started_us;
 };
 
-static struct iotune_pass *iotune_pass_new(TALLOC_CTX *mem_ctx,
-					   struct vfs_handle_struct *handle,
-					   struct files_struct *fsp,
-					   off_t offset)
-{
-	struct iotune_pass *pass = talloc(mem_ctx, struct iotune_pass);
+/* Keys: the next layer's requests; records by slot */
+static struct iotune_passtab iotune_pass_tab;
+static struct iotune_pass iotune_pass_recs[IOTUNE_PASSTAB_SLOTS];
 
-	if (pass == NULL) {
-		return NULL;
+/* Is this request's record in the table? */
+bool iotune_pass_owns(const struct tevent_req *req)
+{
+	return iotune_passtab_find(&iotune_pass_tab, req) >= 0;
+}
+
+/* A request of iotune's own now has this address: not in the table */
+void iotune_pass_forget(const struct tevent_req *req)
+{
+	iotune_passtab_forget(&iotune_pass_tab, req);
+}
+
+/* Keeps the record of subreq, sent with mem_ctx as its parent */
+static bool iotune_pass_keep(const struct iotune_pass *pass,
+			     TALLOC_CTX *mem_ctx,
+			     struct tevent_req *subreq)
+{
+	int i = iotune_passtab_claim(&iotune_pass_tab, subreq);
+	struct iotune_pass *own = NULL;
+
+	if (i >= 0) {
+		iotune_pass_recs[i] = *pass;
+		return true;
 	}
-	*pass = (struct iotune_pass) {
+	/* the slot holds another request: a context of its own */
+	own = talloc(mem_ctx, struct iotune_pass);
+	if (own == NULL) {
+		return false;
+	}
+	*own = *pass;
+	(void)talloc_steal(own, subreq);
+	return true;
+}
+
+/* The record of req, taken out of the table */
+static struct iotune_pass iotune_pass_take(struct tevent_req *req)
+{
+	int i = iotune_passtab_find(&iotune_pass_tab, req);
+
+	if (i >= 0) {
+		iotune_passtab_release(&iotune_pass_tab, i);
+		return iotune_pass_recs[i];
+	}
+	return *talloc_get_type_abort(talloc_parent(req), struct iotune_pass);
+}
+
+static struct iotune_pass iotune_pass_new(struct vfs_handle_struct *handle,
+					  struct files_struct *fsp,
+					  off_t offset)
+{
+	return (struct iotune_pass) {
 		.share = iotune_share_of(handle), .fsp = fsp,
 		.off = (uint64_t)offset, .started_us = iotune_now_us(),
 	};
-	return pass;
 }
 
 /*
@@ -89,26 +144,25 @@ struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
 					   size_t n,
 					   off_t offset)
 {
-	struct iotune_pass *pass = NULL;
+	struct iotune_pass pass = iotune_pass_new(handle, fsp, offset);
 	struct vfs_handle_struct *next = handle->next;
 	struct tevent_req *subreq = NULL;
 
-	pass = iotune_pass_new(mem_ctx, handle, fsp, offset);
-	if (pass == NULL) {
-		return NULL;
-	}
 	while (next->fns->pwrite_send_fn == NULL) {
 		next = next->next;
 	}
-	pass->recv_fn = next->fns->pwrite_recv_fn;
-	subreq = next->fns->pwrite_send_fn(next, pass, ev, fsp, data, n,
+	pass.recv_fn = next->fns->pwrite_recv_fn;
+	pass.uncached = file;
+	subreq = next->fns->pwrite_send_fn(next, mem_ctx, ev, fsp, data, n,
 					   offset);
 	if (subreq == NULL) {
-		TALLOC_FREE(pass);
+		return NULL;
+	}
+	if (!iotune_pass_keep(&pass, mem_ctx, subreq)) {
+		TALLOC_FREE(subreq);
 		return NULL;
 	}
 	if (file != NULL) {
-		pass->uncached = file;
 		file->uncached_writes++;
 	}
 	return subreq;
@@ -117,17 +171,15 @@ struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
 ssize_t iotune_pass_pwrite_recv(struct tevent_req *req,
 				struct vfs_aio_state *vfs_aio_state)
 {
-	struct iotune_pass *pass = talloc_get_type_abort(
-		talloc_parent(req), struct iotune_pass);
-	ssize_t ret = pass->recv_fn(req, vfs_aio_state);
+	struct iotune_pass pass = iotune_pass_take(req);
+	ssize_t ret = pass.recv_fn(req, vfs_aio_state);
 
-	if (pass->uncached != NULL) {
-		pass->uncached->uncached_writes--;
-		pass->uncached = NULL;
+	if (pass.uncached != NULL) {
+		pass.uncached->uncached_writes--;
 		/* a cache another handle made meanwhile learns the size */
-		iotune_cache_note_disk_write(pass->fsp, pass->off, ret);
+		iotune_cache_note_disk_write(pass.fsp, pass.off, ret);
 	}
-	iotune_count_io(pass->share, true, ret, pass->started_us);
+	iotune_count_io(pass.share, true, ret, pass.started_us);
 	return ret;
 }
 
@@ -140,24 +192,20 @@ struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
 					  size_t n,
 					  off_t offset)
 {
-	struct iotune_pass *pass = NULL;
+	struct iotune_pass pass = iotune_pass_new(handle, fsp, offset);
 	struct vfs_handle_struct *next = handle->next;
 	struct tevent_req *subreq = NULL;
 
-	pass = iotune_pass_new(mem_ctx, handle, fsp, offset);
-	if (pass == NULL) {
-		return NULL;
-	}
 	while (next->fns->pread_send_fn == NULL) {
 		next = next->next;
 	}
-	pass->recv_fn = next->fns->pread_recv_fn;
-	pass->data = data;
-	pass->n = n;
-	subreq = next->fns->pread_send_fn(next, pass, ev, fsp, data, n,
+	pass.recv_fn = next->fns->pread_recv_fn;
+	pass.data = data;
+	pass.n = n;
+	subreq = next->fns->pread_send_fn(next, mem_ctx, ev, fsp, data, n,
 					  offset);
-	if (subreq == NULL) {
-		TALLOC_FREE(pass);
+	if (subreq != NULL && !iotune_pass_keep(&pass, mem_ctx, subreq)) {
+		TALLOC_FREE(subreq);
 	}
 	return subreq;
 }
@@ -165,20 +213,19 @@ struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
 ssize_t iotune_pass_pread_recv(struct tevent_req *req,
 			       struct vfs_aio_state *vfs_aio_state)
 {
-	struct iotune_pass *pass = talloc_get_type_abort(
-		talloc_parent(req), struct iotune_pass);
+	struct iotune_pass pass = iotune_pass_take(req);
 	struct iotune_cache *cache = NULL;
-	ssize_t ret = pass->recv_fn(req, vfs_aio_state);
+	ssize_t ret = pass.recv_fn(req, vfs_aio_state);
 
 	/* a write cache made meanwhile: its data is newer than the disk's */
-	if (ret >= 0 && (off_t)pass->off >= 0) {
-		cache = iotune_cache_of(pass->fsp);
+	if (ret >= 0 && (off_t)pass.off >= 0) {
+		cache = iotune_cache_of(pass.fsp);
 	}
 	if (cache != NULL) {
 		ret = (ssize_t)iotune_wc_read_overlay(
-			iotune_cache_core(cache), NULL, pass->off, pass->data,
-			pass->n, (size_t)ret);
+			iotune_cache_core(cache), NULL, pass.off, pass.data,
+			pass.n, (size_t)ret);
 	}
-	iotune_count_io(pass->share, false, ret, pass->started_us);
+	iotune_count_io(pass.share, false, ret, pass.started_us);
 	return ret;
 }

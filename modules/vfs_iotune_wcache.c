@@ -126,10 +126,15 @@ static struct iotune_cache *iotune_find_cache(struct iotune_process *p,
 /* The cache holding data of this handle's file, if any */
 struct iotune_cache *iotune_cache_of(struct files_struct *fsp)
 {
+	struct iotune_process *p = iotune_process_current();
+
+	if (p == NULL || p->caches == NULL) {
+		return NULL;
+	}
 	if (fsp->fsp_flags.is_directory || fsp_is_alternate_stream(fsp)) {
 		return NULL;
 	}
-	return iotune_find_cache(iotune_process_current(), &fsp->file_id);
+	return iotune_find_cache(p, &fsp->file_id);
 }
 
 /* May this handle keep written data in memory right now? */
@@ -495,8 +500,14 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    bool *may_cache)
 {
 	struct iotune_cache *cache = iotune_cache_of(fsp);
-	struct iotune_wc_params params;
+	struct iotune_wc_params params = iotune_cache_params(share);
 
+	/* the cheap reasons first: most writes that pass meet one */
+	if (cache == NULL && (file->uncached_writes > 0 ||
+			      !iotune_wc_would_keep(&params, off, n))) {
+		*may_cache = false;
+		return NULL;
+	}
 	*may_cache = iotune_file_may_cache(share, file, fsp);
 	DBG_DEBUG("'%s': oplock %d, may cache %d, cache %p\n",
 		  fsp_str_dbg(fsp), fsp->oplock_type, *may_cache, cache);
@@ -506,9 +517,7 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 		}
 		return cache;
 	}
-	params = iotune_cache_params(share);
-	if (!*may_cache || file->uncached_writes > 0 ||
-	    !iotune_wc_would_keep(&params, off, n)) {
+	if (!*may_cache) {
 		return NULL;
 	}
 	cache = iotune_cache_create(share, file, &params);
