@@ -229,6 +229,23 @@ static int iotune_connect_refuse(struct iotune_share *share,
 	return -1;
 }
 
+/*
+ * Is iotune below this layer too (listed twice in "vfs objects")?  Its
+ * pass-through requests would be told apart by the next layer's request
+ * alone, which both layers would claim (vfs_iotune_pass.c).
+ */
+static bool iotune_stacked_twice(const struct vfs_handle_struct *handle)
+{
+	const struct vfs_handle_struct *h = NULL;
+
+	for (h = handle->next; h != NULL; h = h->next) {
+		if (h->fns == handle->fns) {
+			return true;
+		}
+	}
+	return false;
+}
+
 static int iotune_connect(struct vfs_handle_struct *handle,
 			  const char *service,
 			  const char *user)
@@ -257,6 +274,10 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 			 "after iotune; iotune must be below it or it must go",
 			 bad_module);
 		return iotune_connect_refuse(share, service, errbuf);
+	}
+	if (iotune_stacked_twice(handle)) {
+		return iotune_connect_refuse(share, service, "'vfs objects' "
+					     "lists iotune twice; list it once");
 	}
 	share->proc = iotune_process_get(handle->conn->sconn);
 	if (share->proc == NULL) {

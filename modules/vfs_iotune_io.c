@@ -167,6 +167,42 @@ void iotune_pwrite_detach(struct iotune_wc_op *op)
 	state->cache = NULL;
 }
 
+/* A write direct I/O shapes, with no cache */
+static void iotune_pwrite_direct(struct tevent_req *req,
+				 struct iotune_file *file)
+{
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+
+	if (!iotune_pwrite_to_disk(req)) {
+		iotune_pwrite_finish(req, -1, ENOMEM);
+		return;
+	}
+	state->uncached = file;
+	file->uncached_writes++;
+}
+
+/* A write the file's cache takes, keeps or sends on to disk */
+static void iotune_pwrite_to_cache(struct tevent_req *req, bool may_cache)
+{
+	struct iotune_pwrite_state *state = tevent_req_data(
+		req, struct iotune_pwrite_state);
+
+	state->op = (struct iotune_wc_op) {
+		.kind = IOTUNE_WC_OP_WRITE, .may_cache = may_cache,
+		.busy = iotune_smbd_handle_busy(state->fsp),
+		.off = (uint64_t)state->offset, .data = state->data,
+		.n = state->n, .private_data = req,
+	};
+	state->op.reserve_slow = iotune_cache_reserve_slow(state->share) &&
+				 (state->op.busy ||
+				  iotune_smbd_client_waiting(state->fsp));
+	talloc_set_destructor(state, iotune_pwrite_state_destructor);
+	if (iotune_cache_submit(state->cache, &state->op)) {
+		iotune_pwrite_finish(req, state->op.ret, state->op.err);
+	}
+}
+
 struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 				      TALLOC_CTX *mem_ctx,
 				      struct tevent_context *ev,
@@ -211,29 +247,10 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 		.started_us = iotune_now_us(), .cache = cache,
 	};
 	if (cache == NULL) {
-		/* direct I/O */
-		if (!iotune_pwrite_to_disk(req)) {
-			iotune_pwrite_finish(req, -1, ENOMEM);
-		} else {
-			state->uncached = file;
-			file->uncached_writes++;
-		}
-		goto out;
+		iotune_pwrite_direct(req, file);
+	} else {
+		iotune_pwrite_to_cache(req, may_cache);
 	}
-	state->op = (struct iotune_wc_op) {
-		.kind = IOTUNE_WC_OP_WRITE, .may_cache = may_cache,
-		.busy = iotune_smbd_handle_busy(fsp),
-		.off = (uint64_t)offset, .data = data, .n = n,
-		.private_data = req,
-	};
-	state->op.reserve_slow = iotune_cache_reserve_slow(share) &&
-				 (state->op.busy ||
-				  iotune_smbd_client_waiting(fsp));
-	talloc_set_destructor(state, iotune_pwrite_state_destructor);
-	if (iotune_cache_submit(cache, &state->op)) {
-		iotune_pwrite_finish(req, state->op.ret, state->op.err);
-	}
-out:
 	if (!tevent_req_is_in_progress(req)) {
 		return tevent_req_post(req, ev);
 	}

@@ -87,7 +87,7 @@ void iotune_pass_forget(const struct tevent_req *req)
 }
 
 /* Keeps the record of subreq, sent with mem_ctx as its parent */
-static bool iotune_pass_keep(const struct iotune_pass *pass,
+static void iotune_pass_keep(const struct iotune_pass *pass,
 			     TALLOC_CTX *mem_ctx,
 			     struct tevent_req *subreq)
 {
@@ -96,16 +96,20 @@ static bool iotune_pass_keep(const struct iotune_pass *pass,
 
 	if (i >= 0) {
 		iotune_pass_recs[i] = *pass;
-		return true;
+		return;
 	}
-	/* the slot holds another request: a context of its own */
+	/*
+	 * The slot holds another request: a context of its own.  Without
+	 * one the request could not be received, nor taken back: freeing
+	 * it would not stop a read or write that a worker thread may
+	 * already be doing with the client's buffer.
+	 */
 	own = talloc(mem_ctx, struct iotune_pass);
 	if (own == NULL) {
-		return false;
+		smb_panic("iotune: no memory for a request in flight");
 	}
 	*own = *pass;
 	(void)talloc_steal(own, subreq);
-	return true;
 }
 
 /* The record of req, taken out of the table */
@@ -158,10 +162,7 @@ struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
 	if (subreq == NULL) {
 		return NULL;
 	}
-	if (!iotune_pass_keep(&pass, mem_ctx, subreq)) {
-		TALLOC_FREE(subreq);
-		return NULL;
-	}
+	iotune_pass_keep(&pass, mem_ctx, subreq);
 	if (file != NULL) {
 		file->uncached_writes++;
 	}
@@ -204,9 +205,10 @@ struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
 	pass.n = n;
 	subreq = next->fns->pread_send_fn(next, mem_ctx, ev, fsp, data, n,
 					  offset);
-	if (subreq != NULL && !iotune_pass_keep(&pass, mem_ctx, subreq)) {
-		TALLOC_FREE(subreq);
+	if (subreq == NULL) {
+		return NULL;
 	}
+	iotune_pass_keep(&pass, mem_ctx, subreq);
 	return subreq;
 }
 

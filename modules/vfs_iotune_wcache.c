@@ -481,7 +481,8 @@ static struct iotune_cache *iotune_cache_create(
 
 /*
  * The cache a write of this handle goes to: NULL when it must go to disk
- * directly.  The write's op says whether this handle may cache.
+ * directly.  file: the handle's, never NULL.  *may_cache, when there is a
+ * cache: whether this handle may cache (the write's op says so).
  *
  * A file gets a cache at its first write that the cache would keep: a
  * stream of large writes passes through without one, and without the

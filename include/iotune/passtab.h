@@ -37,10 +37,15 @@ struct iotune_passtab {
 	const void *key[IOTUNE_PASSTAB_SLOTS];	/* NULL: free */
 };
 
-/* The slot key hashes to, held or not */
+/*
+ * The slot key hashes to, held or not: Fibonacci hashing of the address
+ * without its low 4 bits (talloc's chunks are 16-byte aligned), so that
+ * requests allocated close together land in different slots.
+ */
 static inline unsigned iotune_passtab_slot(const void *key)
 {
-	uint64_t h = (uint64_t)(uintptr_t)key * UINT64_C(0x9E3779B97F4A7C15);
+	uint64_t h = (uint64_t)((uintptr_t)key >> 4) *
+		     UINT64_C(0x9E3779B97F4A7C15);
 
 	return (unsigned)(h >> (64 - IOTUNE_PASSTAB_BITS));
 }

@@ -26,6 +26,8 @@ def smbd(request):
     for share, option, value, _ in BAD_VALUES:
         shares[share] = dict(IOTUNE)
         shares[share]['iotune:' + option] = value
+    shares['twice'] = dict(IOTUNE)
+    shares['twice']['vfs objects'] = 'iotune iotune'
     return start_smbd(request, shares)
 
 
@@ -100,3 +102,13 @@ def test_invalid_option_refuses_tree_connect(smbd, share, option, value,
     # the rest of the server is unaffected
     harness.smbclient(smbd, 'iotune', 'ls')
 
+
+
+def test_listed_twice_refuses_tree_connect(smbd):
+    r = harness.smbclient(smbd, 'twice', 'ls', check=False)
+    assert r.returncode != 0
+    assert 'NT_STATUS_UNSUCCESSFUL' in r.stdout + r.stderr
+    assert re.search(r"share 'twice': 'vfs objects' lists iotune twice; "
+                     r"list it once; refusing the tree connect",
+                     smbd.log_text())
+    harness.smbclient(smbd, 'iotune', 'ls')

@@ -27,15 +27,45 @@ static const void *addr(unsigned k)
 	return (const void *)(uintptr_t)(0x10000 + 16 * (uintptr_t)k);
 }
 
-/* The k-th address after the one numbered from that hashes to slot */
+/* The first address from the one numbered from on that hashes to slot */
 static unsigned same_slot(unsigned slot, unsigned from)
 {
-	unsigned k = from;
+	unsigned k;
 
-	while (iotune_passtab_slot(addr(k)) != slot) {
-		k++;
+	for (k = from; k < from + 64 * IOTUNE_PASSTAB_SLOTS; k++) {
+		if (iotune_passtab_slot(addr(k)) == slot) {
+			return k;
+		}
 	}
-	return k;
+	fail_msg("no address from %u on hashes to slot %u", from, slot);
+	return 0;
+}
+
+/*
+ * Requests in flight at once are allocated close together: addresses a
+ * few chunks apart must spread over the slots, or the table would send
+ * most requests to the talloc fallback.
+ */
+static void test_near_addresses_spread(void **state)
+{
+	static const unsigned strides[] = { 1, 10, 32, 256 };	/* x 16 */
+	bool used[IOTUNE_PASSTAB_SLOTS];
+	unsigned s;
+	unsigned k;
+	unsigned distinct;
+
+	for (s = 0; s < sizeof(strides) / sizeof(strides[0]); s++) {
+		memset(used, 0, sizeof(used));
+		distinct = 0;
+		for (k = 0; k < 64; k++) {
+			unsigned i = iotune_passtab_slot(addr(k * strides[s]));
+
+			distinct += used[i] ? 0 : 1;
+			used[i] = true;
+		}
+		/* at random, 64 keys would take about 57 of 256 slots */
+		assert_true(distinct >= 60);
+	}
 }
 
 static void test_claim_find_release(void **state)
@@ -202,6 +232,7 @@ int main(void)
 		cmocka_unit_test(test_slot_taken_by_another_key),
 		cmocka_unit_test(test_stale_key_taken_over),
 		cmocka_unit_test(test_forget_clears_only_its_key),
+		cmocka_unit_test(test_near_addresses_spread),
 		cmocka_unit_test(test_randomized_addresses_come_back),
 	};
 
