@@ -103,7 +103,6 @@ def test_invalid_option_refuses_tree_connect(smbd, share, option, value,
     harness.smbclient(smbd, 'iotune', 'ls')
 
 
-
 def test_listed_twice_refuses_tree_connect(smbd):
     r = harness.smbclient(smbd, 'twice', 'ls', check=False)
     assert r.returncode != 0
