@@ -66,7 +66,7 @@ class Strace:
     def wait_attached(self, pid, tids, timeout=30):
         """until strace traces every thread it was given that still
         runs (a fixed 0.5 s could end before it had attached on a loaded
-        machine: the likely cause of a trace without the close's drop)"""
+        machine)"""
         deadline = time.monotonic() + timeout
         while True:
             tracers = set()
@@ -95,8 +95,8 @@ def read_traced(smbd, share, tmp_path, block=MIB,
     """reads name (its contents: data, else the fixture's data) through
     share, traced; the trace's text.  smbd's parent process is traced
     before the client connects, so the client's process is traced from
-    its fork on: attached to once it ran, a CI run's trace twice lacked
-    every call of the end of the reading, the close's drop included."""
+    its fork on.  (The close's drop that CI runs missed now and then was
+    in the trace, split in two lines: see calls().)"""
     data = smbd.test_data if data is None else data
     trace = Strace(smbd.proc.pid, str(tmp_path / ('%s.strace' % share)),
                    trace)
@@ -114,7 +114,14 @@ def read_traced(smbd, share, tmp_path, block=MIB,
 
 
 def calls(text, name):
-    return re.findall(r'%s\((\d+), (\d+), (\d+)(?:, (\w+))?\)' % name, text)
+    """name's calls in strace's text: (fd, offset, length, advice).  A
+    call another thread interrupts is split in two lines, its arguments
+    ending in '<unfinished ...>' and its result in a '<... resumed>' line
+    (what failed test_drop_behind_drops_only_behind now and then: the
+    close's drop ran while a pool thread's drop did): the arguments are
+    matched without the closing parenthesis."""
+    return re.findall(r'%s\((\d+), (\d+), (\d+)(?:, (\w+))?(?:\)| <unf)'
+                      % name, text)
 
 
 def test_kernel_mode_leaves_linux_alone(smbd, tmp_path):
