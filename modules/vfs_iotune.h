@@ -126,9 +126,10 @@ ssize_t iotune_aio_recv(struct tevent_req *req,
 			struct vfs_aio_state *vfs_aio_state);
 
 /* vfs_iotune_pass.c */
-bool iotune_pass_owns(const struct tevent_req *req);
+int iotune_pass_slot(const struct tevent_req *req);
 void iotune_pass_forget(const struct tevent_req *req);
 struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
+					   struct iotune_share *share,
 					   TALLOC_CTX *mem_ctx,
 					   struct tevent_context *ev,
 					   struct files_struct *fsp,
@@ -137,8 +138,10 @@ struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
 					   size_t n,
 					   off_t offset);
 ssize_t iotune_pass_pwrite_recv(struct tevent_req *req,
+				int slot,
 				struct vfs_aio_state *vfs_aio_state);
 struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
+					  struct iotune_share *share,
 					  TALLOC_CTX *mem_ctx,
 					  struct tevent_context *ev,
 					  struct files_struct *fsp,
@@ -146,6 +149,7 @@ struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
 					  size_t n,
 					  off_t offset);
 ssize_t iotune_pass_pread_recv(struct tevent_req *req,
+			       int slot,
 			       struct vfs_aio_state *vfs_aio_state);
 
 /* vfs_iotune_wcache.c */

@@ -233,8 +233,8 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	}
 	if (cache == NULL &&
 	    !(file != NULL && iotune_dio_wanted(share, file, true, n))) {
-		return iotune_pass_pwrite_send(handle, mem_ctx, ev, fsp, file,
-					       data, n, offset);
+		return iotune_pass_pwrite_send(handle, share, mem_ctx, ev, fsp,
+					       file, data, n, offset);
 	}
 	req = tevent_req_create(mem_ctx, &state, struct iotune_pwrite_state);
 	if (req == NULL) {
@@ -257,10 +257,14 @@ struct tevent_req *iotune_pwrite_send(struct vfs_handle_struct *handle,
 	return req;
 }
 
-/* iotune's own request, or one that passed through (vfs_iotune_pass.c) */
-static bool iotune_own_req(struct tevent_req *req, const char *state_type)
+/*
+ * iotune's own request, or one that passed through (vfs_iotune_pass.c):
+ * slot is where the pass-through table holds it, or -1
+ */
+static bool iotune_own_req(struct tevent_req *req, int slot,
+			   const char *state_type)
 {
-	if (iotune_pass_owns(req)) {
+	if (slot >= 0) {
 		return false;
 	}
 	return talloc_check_name(_tevent_req_data(req), state_type) != NULL;
@@ -270,9 +274,10 @@ ssize_t iotune_pwrite_recv(struct tevent_req *req,
 			   struct vfs_aio_state *vfs_aio_state)
 {
 	struct iotune_pwrite_state *state = NULL;
+	int slot = iotune_pass_slot(req);
 
-	if (!iotune_own_req(req, "struct iotune_pwrite_state")) {
-		return iotune_pass_pwrite_recv(req, vfs_aio_state);
+	if (!iotune_own_req(req, slot, "struct iotune_pwrite_state")) {
+		return iotune_pass_pwrite_recv(req, slot, vfs_aio_state);
 	}
 	state = tevent_req_data(req, struct iotune_pwrite_state);
 	return iotune_aio_recv(req, &state->result, vfs_aio_state);
@@ -434,8 +439,8 @@ struct tevent_req *iotune_pread_send(struct vfs_handle_struct *handle,
 
 	iotune_ra_on_read(handle, fsp, offset, n);
 	if ((cache == NULL || offset < 0) && !dio) {
-		return iotune_pass_pread_send(handle, mem_ctx, ev, fsp, data, n,
-					      offset);
+		return iotune_pass_pread_send(handle, share, mem_ctx, ev, fsp,
+					      data, n, offset);
 	}
 	req = tevent_req_create(mem_ctx, &state, struct iotune_pread_state);
 	if (req == NULL) {
@@ -490,9 +495,10 @@ ssize_t iotune_pread_recv(struct tevent_req *req,
 			  struct vfs_aio_state *vfs_aio_state)
 {
 	struct iotune_pread_state *state = NULL;
+	int slot = iotune_pass_slot(req);
 
-	if (!iotune_own_req(req, "struct iotune_pread_state")) {
-		return iotune_pass_pread_recv(req, vfs_aio_state);
+	if (!iotune_own_req(req, slot, "struct iotune_pread_state")) {
+		return iotune_pass_pread_recv(req, slot, vfs_aio_state);
 	}
 	state = tevent_req_data(req, struct iotune_pread_state);
 	return iotune_aio_recv(req, &state->result, vfs_aio_state);

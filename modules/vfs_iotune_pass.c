@@ -24,9 +24,10 @@
  * holds the same record.  Only smbd's main thread sends and receives:
  * one table per process.
  *
- * The recv functions ask the table first (iotune_pass_owns()), then tell
- * iotune's own requests by their state's type name; what is left is a
- * request with a context of its own.  iotune's own requests clear their
+ * The recv functions look the request up in the table once
+ * (iotune_pass_slot()) and hand the slot on; a request not in the table
+ * is iotune's own when its state has iotune's type name, and otherwise
+ * one with a context of its own.  iotune's own requests clear their
  * address from the table when they are made (iotune_pass_forget()): a
  * request freed without being received leaves its key behind.
  *
@@ -74,10 +75,10 @@ struct iotune_pass {
 static struct iotune_passtab iotune_pass_tab;
 static struct iotune_pass iotune_pass_recs[IOTUNE_PASSTAB_SLOTS];
 
-/* Is this request's record in the table? */
-bool iotune_pass_owns(const struct tevent_req *req)
+/* The slot of this request's record, or -1: not in the table */
+int iotune_pass_slot(const struct tevent_req *req)
 {
-	return iotune_passtab_find(&iotune_pass_tab, req) >= 0;
+	return iotune_passtab_find(&iotune_pass_tab, req);
 }
 
 /* A request of iotune's own now has this address: not in the table */
@@ -86,17 +87,15 @@ void iotune_pass_forget(const struct tevent_req *req)
 	iotune_passtab_forget(&iotune_pass_tab, req);
 }
 
-/* Keeps the record of subreq, sent with mem_ctx as its parent */
-static void iotune_pass_keep(const struct iotune_pass *pass,
-			     TALLOC_CTX *mem_ctx,
-			     struct tevent_req *subreq)
+/* Where the record of subreq, sent with mem_ctx as its parent, goes */
+static struct iotune_pass *iotune_pass_keep(TALLOC_CTX *mem_ctx,
+					    struct tevent_req *subreq)
 {
 	int i = iotune_passtab_claim(&iotune_pass_tab, subreq);
 	struct iotune_pass *own = NULL;
 
 	if (i >= 0) {
-		iotune_pass_recs[i] = *pass;
-		return;
+		return &iotune_pass_recs[i];
 	}
 	/*
 	 * The slot holds another request: a context of its own.  Without
@@ -108,30 +107,18 @@ static void iotune_pass_keep(const struct iotune_pass *pass,
 	if (own == NULL) {
 		smb_panic("iotune: no memory for a request in flight");
 	}
-	*own = *pass;
 	(void)talloc_steal(own, subreq);
+	return own;
 }
 
-/* The record of req, taken out of the table */
-static struct iotune_pass iotune_pass_take(struct tevent_req *req)
+/* The record of req, found in slot (-1: in its parent), taken out */
+static struct iotune_pass iotune_pass_take(struct tevent_req *req, int slot)
 {
-	int i = iotune_passtab_find(&iotune_pass_tab, req);
-
-	if (i >= 0) {
-		iotune_passtab_release(&iotune_pass_tab, i);
-		return iotune_pass_recs[i];
+	if (slot >= 0) {
+		iotune_passtab_release(&iotune_pass_tab, slot);
+		return iotune_pass_recs[slot];
 	}
 	return *talloc_get_type_abort(talloc_parent(req), struct iotune_pass);
-}
-
-static struct iotune_pass iotune_pass_new(struct vfs_handle_struct *handle,
-					  struct files_struct *fsp,
-					  off_t offset)
-{
-	return (struct iotune_pass) {
-		.share = iotune_share_of(handle), .fsp = fsp,
-		.off = (uint64_t)offset, .started_us = iotune_now_us(),
-	};
 }
 
 /*
@@ -140,6 +127,7 @@ static struct iotune_pass iotune_pass_new(struct vfs_handle_struct *handle,
  * cache of the file may be made while it is on its way).
  */
 struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
+					   struct iotune_share *share,
 					   TALLOC_CTX *mem_ctx,
 					   struct tevent_context *ev,
 					   struct files_struct *fsp,
@@ -148,21 +136,23 @@ struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
 					   size_t n,
 					   off_t offset)
 {
-	struct iotune_pass pass = iotune_pass_new(handle, fsp, offset);
+	uint64_t started_us = iotune_now_us();
 	struct vfs_handle_struct *next = handle->next;
 	struct tevent_req *subreq = NULL;
 
 	while (next->fns->pwrite_send_fn == NULL) {
 		next = next->next;
 	}
-	pass.recv_fn = next->fns->pwrite_recv_fn;
-	pass.uncached = file;
 	subreq = next->fns->pwrite_send_fn(next, mem_ctx, ev, fsp, data, n,
 					   offset);
 	if (subreq == NULL) {
 		return NULL;
 	}
-	iotune_pass_keep(&pass, mem_ctx, subreq);
+	*iotune_pass_keep(mem_ctx, subreq) = (struct iotune_pass) {
+		.recv_fn = next->fns->pwrite_recv_fn, .share = share,
+		.uncached = file, .fsp = fsp, .off = (uint64_t)offset,
+		.started_us = started_us,
+	};
 	if (file != NULL) {
 		file->uncached_writes++;
 	}
@@ -170,9 +160,10 @@ struct tevent_req *iotune_pass_pwrite_send(struct vfs_handle_struct *handle,
 }
 
 ssize_t iotune_pass_pwrite_recv(struct tevent_req *req,
+				int slot,
 				struct vfs_aio_state *vfs_aio_state)
 {
-	struct iotune_pass pass = iotune_pass_take(req);
+	struct iotune_pass pass = iotune_pass_take(req, slot);
 	ssize_t ret = pass.recv_fn(req, vfs_aio_state);
 
 	if (pass.uncached != NULL) {
@@ -186,6 +177,7 @@ ssize_t iotune_pass_pwrite_recv(struct tevent_req *req,
 
 /* A read the write cache has nothing for and direct I/O does not shape */
 struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
+					  struct iotune_share *share,
 					  TALLOC_CTX *mem_ctx,
 					  struct tevent_context *ev,
 					  struct files_struct *fsp,
@@ -193,29 +185,31 @@ struct tevent_req *iotune_pass_pread_send(struct vfs_handle_struct *handle,
 					  size_t n,
 					  off_t offset)
 {
-	struct iotune_pass pass = iotune_pass_new(handle, fsp, offset);
+	uint64_t started_us = iotune_now_us();
 	struct vfs_handle_struct *next = handle->next;
 	struct tevent_req *subreq = NULL;
 
 	while (next->fns->pread_send_fn == NULL) {
 		next = next->next;
 	}
-	pass.recv_fn = next->fns->pread_recv_fn;
-	pass.data = data;
-	pass.n = n;
 	subreq = next->fns->pread_send_fn(next, mem_ctx, ev, fsp, data, n,
 					  offset);
 	if (subreq == NULL) {
 		return NULL;
 	}
-	iotune_pass_keep(&pass, mem_ctx, subreq);
+	*iotune_pass_keep(mem_ctx, subreq) = (struct iotune_pass) {
+		.recv_fn = next->fns->pread_recv_fn, .share = share,
+		.fsp = fsp, .data = data, .n = n, .off = (uint64_t)offset,
+		.started_us = started_us,
+	};
 	return subreq;
 }
 
 ssize_t iotune_pass_pread_recv(struct tevent_req *req,
+			       int slot,
 			       struct vfs_aio_state *vfs_aio_state)
 {
-	struct iotune_pass pass = iotune_pass_take(req);
+	struct iotune_pass pass = iotune_pass_take(req, slot);
 	struct iotune_cache *cache = NULL;
 	ssize_t ret = pass.recv_fn(req, vfs_aio_state);
 

@@ -501,13 +501,18 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    bool *may_cache)
 {
 	struct iotune_cache *cache = iotune_cache_of(fsp);
-	struct iotune_wc_params params = iotune_cache_params(share);
+	struct iotune_wc_params params = { 0 };
 
 	/* the cheap reasons first: most writes that pass meet one */
-	if (cache == NULL && (file->uncached_writes > 0 ||
-			      !iotune_wc_would_keep(&params, off, n))) {
-		*may_cache = false;
-		return NULL;
+	*may_cache = false;
+	if (cache == NULL) {
+		if (file->uncached_writes > 0) {
+			return NULL;
+		}
+		params = iotune_cache_params(share);
+		if (!iotune_wc_would_keep(&params, off, n)) {
+			return NULL;
+		}
 	}
 	*may_cache = iotune_file_may_cache(share, file, fsp);
 	DBG_DEBUG("'%s': oplock %d, may cache %d, cache %p\n",
