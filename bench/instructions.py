@@ -24,8 +24,14 @@
 # batch oplock, depth requests in flight, then SMB2 FLUSH): the
 # difference over the difference in bytes leaves out what a connection
 # costs anyway (session setup, tree connect, the counters' store).  A
-# warm-up connection per share comes first, so that both sides find the
-# same store.  Median of --rounds.
+# cell of requests larger than 64 KiB writes as many requests as 64 KiB
+# ones would (128 and 640: 128 MiB and 640 MiB at 1 MiB), not the same
+# MiB: with 8 and 40 MiB the difference at 1 MiB was 32 requests, and
+# what a connection does once at an unforeseen moment (the thread pool
+# making or ending a thread, a timer, glibc trimming its heap) moved a
+# cell by 1,000 instructions per request between rounds.  A warm-up
+# connection per share comes first, so that both sides find the same
+# store.  Median of --rounds.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -115,9 +121,19 @@ class Counter:
         return totals(path) - periodic(path)
 
     def per_mib(self, share, block, depth, small, large, op='write'):
-        a = self.connection(share, small * MIB, block, depth, op)
-        b = self.connection(share, large * MIB, block, depth, op)
-        return (b - a) / (large - small)
+        """instructions per MiB between a connection that moves small
+        bytes and one that moves large bytes"""
+        a = self.connection(share, small, block, depth, op)
+        b = self.connection(share, large, block, depth, op)
+        return (b - a) / ((large - small) / MIB)
+
+
+def cell_bytes(args, block):
+    """the small and the large connection's bytes for block-sized
+    requests: --small-mib and --large-mib, or as many requests as 64 KiB
+    ones would make there when block is larger"""
+    scale = max(1, block // (64 * KIB))
+    return args.small_mib * MIB * scale, args.large_mib * MIB * scale
 
 
 def make_read_files(smbd, shares, size):
@@ -167,7 +183,9 @@ def main():
 
 def measure(args, counter, shares):
     rows = []
-    make_read_files(counter.smbd, shares, args.large_mib * MIB)
+    make_read_files(counter.smbd, shares,
+                    max(cell_bytes(args, block)[1]
+                        for op, block, _ in CELLS if op == 'read'))
     for share in shares:
         counter.connection(share, MIB, 64 * KIB, 1)
         counter.connection(share, MIB, 64 * KIB, 1, 'read')
@@ -175,14 +193,15 @@ def measure(args, counter, shares):
         for kind in ('pagecache', 'odirect'):
             tuned, base = PAIRS[kind]
             got = {tuned: [], base: []}
+            small, large = cell_bytes(args, block)
             for r in range(args.rounds):
                 order = (tuned, base) if r % 2 == 0 else (base, tuned)
                 for share in order:
                     got[share].append(counter.per_mib(
-                        share, block, depth, args.small_mib,
-                        args.large_mib, op))
+                        share, block, depth, small, large, op))
             row = {'backend': kind, 'op': op, 'block': block,
-                   'depth': depth,
+                   'depth': depth, 'small_mib': small // MIB,
+                   'large_mib': large // MIB,
                    'iotune_insn_per_mib':
                    round(statistics.median(got[tuned])),
                    'base_insn_per_mib':

@@ -340,7 +340,9 @@ def instructions_section(insn, md):
            'all threads, counted by valgrind\'s callgrind '
            '(bench/instructions.py; perf\'s hardware counters are not '
            'available here): the difference between a connection that '
-           'writes (or reads) %d MiB and one that writes %d MiB, per MiB, '
+           'writes (or reads) %d MiB and one that writes %d MiB (requests '
+           'larger than 64 KiB: as many requests as 64 KiB would make '
+           'there, so %d and %d MiB at 1 MiB), per MiB, '
            'median of rounds.  The kernel\'s share (system calls, page '
            'cache) is not counted; the CPU time above includes it; '
            'publishing the counters in their store (once a second and at '
@@ -349,7 +351,8 @@ def instructions_section(insn, md):
            'pass iotune by (no cache, no shaping), against a share '
            'without iotune; the O_DIRECT pair is iotune with its cache '
            'against iotune without it.' %
-           (insn['large_mib'], insn['small_mib']), '',
+           (insn['large_mib'], insn['small_mib'], insn['large_mib'] * 16,
+            insn['small_mib'] * 16), '',
            '| share | requests | iotune | without | ratio | per request |',
            '|---|---|---|---|---|---|']
     for r in insn['cells']:
