@@ -42,3 +42,20 @@ def regression_summary(cells, backend):
     return (min(mine, key=lambda c: c['ratio']),
             sum(c['ratio'] < 0.97 for c in mine),
             sum(c['ratio_q3'] < 0.97 for c in mine), len(mine))
+
+
+def machine_cpu():
+    """(all, idle) jiffies of the machine so far"""
+    with open('/proc/stat') as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), v[3] + v[4]
+
+
+def busy_since(before):
+    """the share of the machine's CPUs (all cores) busy since before,
+    from 0 to 1 (waiting for I/O counts as idle).  /proc/stat counts in
+    jiffies of 10 ms: for a run of a few tens of milliseconds (the 64K
+    and 256K cells at scale 1) the figure is rough."""
+    now = machine_cpu()
+    total = now[0] - before[0]
+    return 1 - (now[1] - before[1]) / total if total > 0 else 0.0

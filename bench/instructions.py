@@ -24,9 +24,9 @@
 # batch oplock, depth requests in flight, then SMB2 FLUSH): the
 # difference over the difference in bytes leaves out what a connection
 # costs anyway (session setup, tree connect, the counters' store).  A
-# cell of requests larger than 64 KiB writes as many requests as 64 KiB
-# ones would (128 and 640: 128 MiB and 640 MiB at 1 MiB), not the same
-# MiB: with 8 and 40 MiB the difference at 1 MiB was 32 requests, and
+# cell of requests larger than 64 KiB writes more MiB, up to 8 times
+# (64 and 320 MiB at 1 MiB: 256 requests apart), not the same MiB:
+# with 8 and 40 MiB the difference at 1 MiB was 32 requests, and
 # what a connection does once at an unforeseen moment (the thread pool
 # making or ending a thread, a timer, glibc trimming its heap) moved a
 # cell by 1,000 instructions per request between rounds.  A warm-up
@@ -130,9 +130,9 @@ class Counter:
 
 def cell_bytes(args, block):
     """the small and the large connection's bytes for block-sized
-    requests: --small-mib and --large-mib, or as many requests as 64 KiB
-    ones would make there when block is larger"""
-    scale = max(1, block // (64 * KIB))
+    requests: --small-mib and --large-mib, times block / 64 KiB when
+    block is larger, at most 8 times"""
+    scale = min(8, max(1, block // (64 * KIB)))
     return args.small_mib * MIB * scale, args.large_mib * MIB * scale
 
 

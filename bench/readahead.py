@@ -12,7 +12,8 @@
 #   b) random 4 KiB readers of a cold file: fadvise = random vs kernel:
 #      storage bytes per byte served;
 #   c) streaming a file with drop-behind vs without: page-cache residency
-#      after the read (fincore) and throughput.
+#      after the read (fincore) and throughput (the same file, linked into
+#      both shares; the median of each round's ratio).
 # Files are made cold with POSIX_FADV_DONTNEED before every measurement.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -24,6 +25,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -33,7 +35,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
-from benchlib import median_alternating  # noqa: E402
+from benchlib import busy_since, machine_cpu, median_alternating, \
+    median_of_results  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -347,26 +350,42 @@ def part_c(args, smbd, result):
           'with and without drop-behind, made cold before every round, '
           'median of %d' % (args.stream_mib, args.depth, args.rounds))
     stream_bytes = args.stream_mib * MIB
-    for share in ('kernel', 'drop'):
-        write_random_file(os.path.join(smbd.share_path(share),
-                                       'stream.bin'), args.stream_mib)
+    # one file, linked into both shares: the same blocks on the disk (two
+    # files written one after the other lie on different blocks, and a
+    # stream near the disk's speed may read one faster than the other)
+    first = os.path.join(smbd.share_path('kernel'), 'stream.bin')
+    write_random_file(first, args.stream_mib)
+    os.link(first, os.path.join(smbd.share_path('drop'), 'stream.bin'))
 
     def stream(share):
         path = os.path.join(smbd.share_path(share), 'stream.bin')
+        cpu = machine_cpu()
         mbs, _ = pump_readers(smbd, share, ['stream.bin'], stream_bytes,
                               args.depth)
+        busy = busy_since(cpu)
         time.sleep(0.3)     # the drop at close runs in the pool
-        return mbs, resident_fraction(path)
-    c = median_alternating(args.rounds, {
-        m: lambda m=m: stream(m) for m in ('kernel', 'drop')})
+        return mbs, resident_fraction(path), busy
+    # the ratio of each round's pair (this disk's speed drifts between
+    # rounds by up to 2x: a ratio of the medians would mostly show that)
+    runs = {'kernel': [], 'drop': []}
+    ratios = []
+    for r in range(args.rounds):
+        for mode in ('kernel', 'drop') if r % 2 == 0 else ('drop', 'kernel'):
+            runs[mode].append(stream(mode))
+        ratios.append(runs['drop'][-1][0] / runs['kernel'][-1][0])
+    c = {m: median_of_results(v) for m, v in runs.items()}
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
     for mode in ('kernel', 'drop'):
-        print('   %-9s %8.0f MB/s   resident after the read %5.1f%%' %
-              (mode, c[mode][0], 100 * c[mode][1]))
+        print('   %-9s %8.0f MB/s   resident after the read %5.1f%%   CPUs '
+              'busy %.0f%%' % (mode, c[mode][0], 100 * c[mode][1],
+                               100 * c[mode][2]))
     print('   drop-behind: residency %.1f%% (goal <= 5%%), throughput ratio '
-          '%.2f (goal >= 0.95)' % (100 * c['drop'][1],
-                                   c['drop'][0] / c['kernel'][0]))
-    result['c'] = {m: {'mbs': c[m][0], 'resident': c[m][1]}
+          '%.2f (quartiles %.2f-%.2f of the rounds\' ratios; goal >= 0.95)'
+          % (100 * c['drop'][1], q[1], q[0], q[2]))
+    result['c'] = {m: {'mbs': c[m][0], 'resident': c[m][1],
+                       'busy': c[m][2]}
                    for m in ('kernel', 'drop')}
+    result['c'].update({'ratio': q[1], 'ratio_q1': q[0], 'ratio_q3': q[2]})
 
 
 def main():

@@ -341,8 +341,8 @@ def instructions_section(insn, md):
            '(bench/instructions.py; perf\'s hardware counters are not '
            'available here): the difference between a connection that '
            'writes (or reads) %d MiB and one that writes %d MiB (requests '
-           'larger than 64 KiB: as many requests as 64 KiB would make '
-           'there, so %d and %d MiB at 1 MiB), per MiB, '
+           'larger than 64 KiB: times their size over 64 KiB, at most 8 '
+           'times, so %d and %d MiB at 1 MiB), per MiB, '
            'median of rounds.  The kernel\'s share (system calls, page '
            'cache) is not counted; the CPU time above includes it; '
            'publishing the counters in their store (once a second and at '
@@ -351,8 +351,8 @@ def instructions_section(insn, md):
            'pass iotune by (no cache, no shaping), against a share '
            'without iotune; the O_DIRECT pair is iotune with its cache '
            'against iotune without it.' %
-           (insn['large_mib'], insn['small_mib'], insn['large_mib'] * 16,
-            insn['small_mib'] * 16), '',
+           (insn['large_mib'], insn['small_mib'], insn['large_mib'] * 8,
+            insn['small_mib'] * 8), '',
            '| share | requests | iotune | without | ratio | per request |',
            '|---|---|---|---|---|---|']
     for r in insn['cells']:
@@ -407,15 +407,19 @@ def readahead_section(ra, charts, md):
                                    'met' if a['adaptive']['waste'] <= 1.05
                                    else 'not met'))
     c = ra['c']
-    speed = c['drop']['mbs'] / c['kernel']['mbs']
+    speed = c.get('ratio', c['drop']['mbs'] / c['kernel']['mbs'])
     md += ['', '### Drop-behind', '',
            '![drop-behind](benchmarks/dropbehind.png)', '',
            'One cold %d MiB file streamed (files made cold before every '
            'round).  Residency after streaming: %.1f%% with `iotune:drop '
            'behind = yes` (goal <= 5%%), %.1f%% without; throughput ratio '
-           '%.2f (goal >= 0.95).' %
+           '%.2f (goal >= 0.95)%s.  Both shares read the same file (one '
+           'inode, linked into both), so the same blocks on the disk.' %
            (ra['stream_mib'], 100 * c['drop']['resident'],
-            100 * c['kernel']['resident'], speed), '']
+            100 * c['kernel']['resident'], speed,
+            ', median of the rounds\' ratios, quartiles %.2f-%.2f' %
+            (c['ratio_q1'], c['ratio_q3']) if 'ratio_q1' in c else ''),
+           '']
     if 'b' in ra:
         b = ra['b']
         md += ['### Random readers', '',

@@ -46,8 +46,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 import harness  # noqa: E402
 import reserve_cost  # noqa: E402
-from benchlib import KIB, MIB, median_alternating, regression_summary, \
-    size_name  # noqa: E402
+from benchlib import KIB, MIB, busy_since, machine_cpu, \
+    median_alternating, regression_summary, size_name  # noqa: E402
 
 BLOCKS = [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB]
 DEPTHS = [1, 4, 16]
@@ -164,23 +164,6 @@ class Pumper:
     def quit(self):
         for c in self.clients.values():
             c.quit()
-
-
-def machine_cpu():
-    """(all, idle) jiffies of the machine so far"""
-    with open('/proc/stat') as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v), v[3] + v[4]
-
-
-def busy_since(before):
-    """the share of the machine's CPUs (all cores) busy since before,
-    from 0 to 1 (waiting for I/O counts as idle).  /proc/stat counts in
-    jiffies of 10 ms: for a run of a few tens of milliseconds (the 64K
-    and 256K cells at scale 1) the figure is rough."""
-    now = machine_cpu()
-    total = now[0] - before[0]
-    return 1 - (now[1] - before[1]) / total if total > 0 else 0.0
 
 
 def paired(rounds, run_a, run_b):
