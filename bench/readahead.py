@@ -7,8 +7,9 @@
 #      in a memory cgroup smaller than the files (seed 004's situation),
 #      where adaptive with memory pressure ignored (readahead pressure =
 #      0) runs beside them; the goal: adaptive at least as fast as the
-#      better of kernel and off, reading at most 1.05 bytes per byte
-#      served;
+#      better of kernel and off (median of the rounds' ratios; every mode
+#      reads the same files, linked into every share), reading at most
+#      1.05 bytes per byte served;
 #   b) random 4 KiB readers of a cold file: fadvise = random vs kernel:
 #      storage bytes per byte served;
 #   c) streaming a file with drop-behind vs without: page-cache residency
@@ -269,10 +270,15 @@ def write_random_file(path, mib):
 def part_a(args, smbd, result):
     names = ['r%02d.bin' % i for i in range(args.readers)]
     blob = os.urandom(args.file_mib * MIB)
-    for share in ('kernel', 'adaptive', 'off', 'adaptive_nopsi'):
+    # the same files, linked into every share: every mode reads the same
+    # blocks of the disk (as in part c)
+    for n in names:
+        with open(os.path.join(smbd.share_path('off'), n), 'wb') as f:
+            f.write(blob)
+    for share in ('kernel', 'adaptive', 'adaptive_nopsi'):
         for n in names:
-            with open(os.path.join(smbd.share_path(share), n), 'wb') as f:
-                f.write(blob)
+            os.link(os.path.join(smbd.share_path('off'), n),
+                    os.path.join(smbd.share_path(share), n))
 
     def compare(label, key, modes):
         fns = {m: lambda m=m: pump_readers(smbd, m, names,
@@ -281,22 +287,33 @@ def part_a(args, smbd, result):
         fns['disk'] = lambda: disk_alone(
             [os.path.join(smbd.share_path('off'), n) for n in names],
             args.file_mib * MIB, args.depth)
-        med = median_alternating(args.rounds, fns)
+        runs = {m: [] for m in fns}
+        for r in range(args.rounds):
+            for m in list(fns) if r % 2 == 0 else list(fns)[::-1]:
+                runs[m].append(fns[m]())
+        med = {m: median_of_results(v) for m, v in runs.items()}
+        # each round's adaptive over the better of kernel and off
+        ratios = [a[0] / max(k[0], o[0]) for a, k, o in
+                  zip(runs['adaptive'], runs['kernel'], runs['off'])]
+        q = (statistics.quantiles(ratios, n=4) if len(ratios) > 1 else
+             ratios * 3)
         print('   %s:' % label)
         for mode in fns:
             print('     %-14s %6.0f MB/s   storage/served %.2f' %
                   (mode, med[mode][0], med[mode][1]))
-        best = max(med['kernel'][0], med['off'][0])
-        print('     adaptive / the better of kernel and off: %.2f (goal '
+        print('     adaptive / the better of kernel and off: %.2f (median '
+              'of the rounds, quartiles %.2f-%.2f; goal '
               '>= 1.0); adaptive reads %.2f bytes per byte served (goal '
               '<= 1.05); of the disk alone (O_DIRECT, no smbd): adaptive '
               '%.2f, off %.2f, kernel %.2f' % (
-                  med['adaptive'][0] / best, med['adaptive'][1],
+                  q[1], q[0], q[2], med['adaptive'][1],
                   med['adaptive'][0] / med['disk'][0],
                   med['off'][0] / med['disk'][0],
                   med['kernel'][0] / med['disk'][0]), flush=True)
         result['a'][key] = {m: {'mbs': med[m][0], 'waste': med[m][1]}
                             for m in fns}
+        result.setdefault('a_ratio', {})[key] = {
+            'ratio': q[1], 'q1': q[0], 'q3': q[2]}
 
     result['read_ahead_kb'] = read_ahead_kb(smbd.share_path('kernel'))
     print('a) %d readers of distinct cold %d MiB files, 1 MiB reads, '

@@ -394,8 +394,13 @@ def readahead_section(ra, charts, md):
         best = max(a['kernel']['mbs'], a['off']['mbs'])
         ratio = a['adaptive']['mbs'] / best
         bound = ''
+        if run in ra.get('a_ratio', {}):
+            q = ra['a_ratio'][run]
+            ratio = q['ratio']
+            bound = ' (median of the rounds\' ratios, quartiles ' \
+                '%.2f-%.2f)' % (q['q1'], q['q3'])
         if 'disk' in a:
-            bound = ' (adaptive %.2f, off %.2f, kernel %.2f of the disk ' \
+            bound += ' (adaptive %.2f, off %.2f, kernel %.2f of the disk ' \
                 'alone)' % (a['adaptive']['mbs'] / a['disk']['mbs'],
                             a['off']['mbs'] / a['disk']['mbs'],
                             a['kernel']['mbs'] / a['disk']['mbs'])
