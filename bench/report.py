@@ -334,15 +334,26 @@ def goals_section(wm, insn, md):
     md.append('')
 
 
+def larger_cells(insn):
+    """how the cells of requests larger than 64 KiB were sized, in
+    words (older runs sized every cell alike)"""
+    big = [r for r in insn['cells'] if r['block'] > 64 * 1024 and
+           'large_mib' in r]
+    if not big:
+        return ''
+    r = max(big, key=lambda r: r['block'])
+    return (' (requests larger than 64 KiB: more MiB, at most 8 times, '
+            'so %d and %d MiB for %s requests)' %
+            (r['large_mib'], r['small_mib'], size_name(r['block'])))
+
+
 def instructions_section(insn, md):
     md += ['### Instructions per MiB (callgrind)', '',
            'User-space instructions of the smbd process of one connection, '
            'all threads, counted by valgrind\'s callgrind '
            '(bench/instructions.py; perf\'s hardware counters are not '
            'available here): the difference between a connection that '
-           'writes (or reads) %d MiB and one that writes %d MiB (requests '
-           'larger than 64 KiB: times their size over 64 KiB, at most 8 '
-           'times, so %d and %d MiB at 1 MiB), per MiB, '
+           'writes (or reads) %d MiB and one that writes %d MiB%s, per MiB, '
            'median of rounds.  The kernel\'s share (system calls, page '
            'cache) is not counted; the CPU time above includes it; '
            'publishing the counters in their store (once a second and at '
@@ -351,8 +362,7 @@ def instructions_section(insn, md):
            'pass iotune by (no cache, no shaping), against a share '
            'without iotune; the O_DIRECT pair is iotune with its cache '
            'against iotune without it.' %
-           (insn['large_mib'], insn['small_mib'], insn['large_mib'] * 8,
-            insn['small_mib'] * 8), '',
+           (insn['large_mib'], insn['small_mib'], larger_cells(insn)), '',
            '| share | requests | iotune | without | ratio | per request |',
            '|---|---|---|---|---|---|']
     for r in insn['cells']:
@@ -418,12 +428,14 @@ def readahead_section(ra, charts, md):
            'One cold %d MiB file streamed (files made cold before every '
            'round).  Residency after streaming: %.1f%% with `iotune:drop '
            'behind = yes` (goal <= 5%%), %.1f%% without; throughput ratio '
-           '%.2f (goal >= 0.95)%s.  Both shares read the same file (one '
-           'inode, linked into both), so the same blocks on the disk.' %
+           '%.2f (goal >= 0.95)%s.%s' %
            (ra['stream_mib'], 100 * c['drop']['resident'],
             100 * c['kernel']['resident'], speed,
             ', median of the rounds\' ratios, quartiles %.2f-%.2f' %
-            (c['ratio_q1'], c['ratio_q3']) if 'ratio_q1' in c else ''),
+            (c['ratio_q1'], c['ratio_q3']) if 'ratio_q1' in c else '',
+            '  Both shares read the same file (one inode, linked into '
+            'both), so the same blocks on the disk.' if 'ratio_q1' in c
+            else ''),
            '']
     if 'b' in ra:
         b = ra['b']
