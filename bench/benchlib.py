@@ -1,22 +1,37 @@
-# Shared by iotune's benchmarks: side-by-side medians, sizes as names,
-# the no-regression summary of write-matrix cells.
+# Shared by iotune's benchmarks: alternating rounds and their medians
+# and quartiles, sizes as names, the no-regression summary of
+# write-matrix cells, the machine's busy CPUs.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import statistics
 
 
-def median_alternating(rounds, fns):
+def alternating(rounds, fns):
     """Runs every function of fns (name -> fn) once per round, in order on
     even rounds and reversed on odd ones, so that drift of the machine
-    hits all alike; returns name -> the median of its results (a tuple of
-    medians when fn returns tuples)."""
+    hits all alike; returns name -> the list of its results, one per
+    round."""
     results = {name: [] for name in fns}
     names = list(fns)
     for r in range(rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
             results[name].append(fns[name]())
-    return {name: median_of_results(v) for name, v in results.items()}
+    return results
+
+
+def median_alternating(rounds, fns):
+    """alternating(): name -> the median of its results (a tuple of
+    medians when fn returns tuples)"""
+    return {name: median_of_results(v)
+            for name, v in alternating(rounds, fns).items()}
+
+
+def quartiles(ratios):
+    """(first quartile, median, third quartile) of the rounds' ratios"""
+    if len(ratios) < 2:
+        return ratios * 3
+    return statistics.quantiles(ratios, n=4)
 
 
 def median_of_results(values):

@@ -26,7 +26,6 @@ import multiprocessing
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
@@ -36,8 +35,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
-from benchlib import busy_since, machine_cpu, median_alternating, \
-    median_of_results  # noqa: E402
+from benchlib import alternating, busy_since, machine_cpu, \
+    median_alternating, median_of_results, quartiles  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -287,16 +286,11 @@ def part_a(args, smbd, result):
         fns['disk'] = lambda: disk_alone(
             [os.path.join(smbd.share_path('off'), n) for n in names],
             args.file_mib * MIB, args.depth)
-        runs = {m: [] for m in fns}
-        for r in range(args.rounds):
-            for m in list(fns) if r % 2 == 0 else list(fns)[::-1]:
-                runs[m].append(fns[m]())
+        runs = alternating(args.rounds, fns)
         med = {m: median_of_results(v) for m, v in runs.items()}
         # each round's adaptive over the better of kernel and off
-        ratios = [a[0] / max(k[0], o[0]) for a, k, o in
-                  zip(runs['adaptive'], runs['kernel'], runs['off'])]
-        q = (statistics.quantiles(ratios, n=4) if len(ratios) > 1 else
-             ratios * 3)
+        q = quartiles([a[0] / max(k[0], o[0]) for a, k, o in
+                       zip(runs['adaptive'], runs['kernel'], runs['off'])])
         print('   %s:' % label)
         for mode in fns:
             print('     %-14s %6.0f MB/s   storage/served %.2f' %
@@ -384,14 +378,11 @@ def part_c(args, smbd, result):
         return mbs, resident_fraction(path), busy
     # the ratio of each round's pair (this disk's speed drifts between
     # rounds by up to 2x: a ratio of the medians would mostly show that)
-    runs = {'kernel': [], 'drop': []}
-    ratios = []
-    for r in range(args.rounds):
-        for mode in ('kernel', 'drop') if r % 2 == 0 else ('drop', 'kernel'):
-            runs[mode].append(stream(mode))
-        ratios.append(runs['drop'][-1][0] / runs['kernel'][-1][0])
+    runs = alternating(args.rounds, {
+        m: lambda m=m: stream(m) for m in ('kernel', 'drop')})
     c = {m: median_of_results(v) for m, v in runs.items()}
-    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    q = quartiles([d[0] / k[0] for d, k in zip(runs['drop'],
+                                                 runs['kernel'])])
     for mode in ('kernel', 'drop'):
         print('   %-9s %8.0f MB/s   resident after the read %5.1f%%   CPUs '
               'busy %.0f%%' % (mode, c[mode][0], 100 * c[mode][1],

@@ -423,20 +423,20 @@ def readahead_section(ra, charts, md):
                                    else 'not met'))
     c = ra['c']
     speed = c.get('ratio', c['drop']['mbs'] / c['kernel']['mbs'])
+    same_file = ''
+    if 'ratio_q1' in c:     # runs that read one file and kept each ratio
+        same_file = (', median of the rounds\' ratios, quartiles '
+                     '%.2f-%.2f.  Both shares read the same file (one '
+                     'inode, linked into both), so the same blocks on the '
+                     'disk' % (c['ratio_q1'], c['ratio_q3']))
     md += ['', '### Drop-behind', '',
            '![drop-behind](benchmarks/dropbehind.png)', '',
            'One cold %d MiB file streamed (files made cold before every '
            'round).  Residency after streaming: %.1f%% with `iotune:drop '
            'behind = yes` (goal <= 5%%), %.1f%% without; throughput ratio '
-           '%.2f (goal >= 0.95)%s.%s' %
+           '%.2f (goal >= 0.95)%s.' %
            (ra['stream_mib'], 100 * c['drop']['resident'],
-            100 * c['kernel']['resident'], speed,
-            ', median of the rounds\' ratios, quartiles %.2f-%.2f' %
-            (c['ratio_q1'], c['ratio_q3']) if 'ratio_q1' in c else '',
-            '  Both shares read the same file (one inode, linked into '
-            'both), so the same blocks on the disk.' if 'ratio_q1' in c
-            else ''),
-           '']
+            100 * c['kernel']['resident'], speed, same_file), '']
     if 'b' in ra:
         b = ra['b']
         md += ['### Random readers', '',

@@ -47,7 +47,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import harness  # noqa: E402
 import reserve_cost  # noqa: E402
 from benchlib import KIB, MIB, busy_since, machine_cpu, \
-    median_alternating, regression_summary, size_name  # noqa: E402
+    median_alternating, quartiles, regression_summary, \
+    size_name  # noqa: E402
 
 BLOCKS = [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB]
 DEPTHS = [1, 4, 16]
@@ -182,7 +183,7 @@ def paired(rounds, run_a, run_b):
         a.append(x)
         b.append(y)
         ratios.append(x / y)
-    q = statistics.quantiles(ratios, n=4) if rounds > 1 else ratios * 3
+    q = quartiles(ratios)
     return statistics.median(a), statistics.median(b), q
 
 
