@@ -222,6 +222,47 @@ static void drop_behind(struct iotune_ra_stream *s,
 	stats->drop_bytes += action->drop_len;
 }
 
+/* adaptive: whether iotune's windows serve reads now, or Linux's */
+static bool own_turn(const struct iotune_ra_config *cfg,
+		     const struct iotune_ra_budget *budget)
+{
+	return !cfg->kernel_first || cfg->pressure_permille == 0 ||
+	       budget->pressure.blind ||
+	       budget->pressure.peak >= cfg->pressure_permille;
+}
+
+bool iotune_ra_open(const struct iotune_ra_config *cfg,
+		    struct iotune_ra_file *file,
+		    const struct iotune_ra_budget *budget)
+{
+	file->kernel_off = cfg->mode == IOTUNE_RA_ADAPTIVE &&
+			   file->hint != IOTUNE_RA_HINT_RANDOM &&
+			   own_turn(cfg, budget);
+	return file->kernel_off;
+}
+
+/* the pressure came or went: hand the file over */
+static bool handover(const struct iotune_ra_config *cfg,
+		     struct iotune_ra_file *file,
+		     const struct iotune_ra_budget *budget,
+		     struct iotune_ra_stats *stats,
+		     struct iotune_ra_action *action)
+{
+	bool own = own_turn(cfg, budget);
+
+	if (own != file->kernel_off) {
+		file->kernel_off = own;
+		action->kernel = own ? IOTUNE_RA_KERNEL_OFF :
+				       IOTUNE_RA_KERNEL_ON;
+		if (own) {
+			stats->takeovers++;
+		} else {
+			stats->handbacks++;
+		}
+	}
+	return own;
+}
+
 void iotune_ra_read(const struct iotune_ra_config *cfg,
 		    struct iotune_ra_file *file,
 		    struct iotune_ra_budget *budget,
@@ -255,7 +296,8 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 	if (cfg->mode == IOTUNE_RA_FIXED) {
 		fixed(cfg, s, budget, stats, off, action);
 	} else if (cfg->mode == IOTUNE_RA_ADAPTIVE &&
-		   file->hint != IOTUNE_RA_HINT_RANDOM) {
+		   file->hint != IOTUNE_RA_HINT_RANDOM &&
+		   handover(cfg, file, budget, stats, action)) {
 		adaptive(cfg, s, budget, stats, action);
 	}
 	if (cfg->drop_behind && s->reads >= IOTUNE_RA_SEQUENTIAL_READS) {
@@ -272,14 +314,21 @@ bool iotune_ra_pressure_due(const struct iotune_ra_pressure *p,
 
 void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 			       uint64_t now_ms,
-			       uint64_t stall_us)
+			       uint64_t stall_us,
+			       unsigned avg10_permille)
 {
 	uint64_t interval_ms = now_ms - p->sampled_ms;
+	size_t i;
 
 	if (p->sampled_ms == 0 || now_ms <= p->sampled_ms ||
 	    stall_us < p->stall_us) {
-		/* the first sample, or another counter (a new cgroup) */
-		p->permille = 0;
+		/*
+		 * The first sample, or another counter (a new cgroup): no
+		 * interval of its own yet, Linux's average of the last 10 s
+		 * stands for it (a process that starts while memory is
+		 * short must not begin with Linux's read-ahead).
+		 */
+		p->permille = MIN(avg10_permille, 1000);
 	} else {
 		/* stalled us / interval us * 1000 = stalled us / interval ms */
 		p->permille = (unsigned)MIN((stall_us - p->stall_us) /
@@ -287,6 +336,13 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 	}
 	p->sampled_ms = now_ms;
 	p->stall_us = stall_us;
+	memmove(&p->recent[1], &p->recent[0],
+		sizeof(p->recent) - sizeof(p->recent[0]));
+	p->recent[0] = p->permille;
+	p->peak = 0;
+	for (i = 0; i < IOTUNE_RA_CALM_SAMPLES; i++) {
+		p->peak = MAX(p->peak, p->recent[i]);
+	}
 }
 
 bool iotune_ra_drop_rest(const struct iotune_ra_config *cfg,

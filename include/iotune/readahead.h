@@ -34,6 +34,7 @@ struct iotune_ra_config {
 	uint64_t initial_window;
 	uint64_t max_window;
 	unsigned pressure_permille;	/* 0: memory pressure ignored */
+	bool kernel_first;	/* adaptive: Linux's own until pressure */
 	bool drop_behind;
 };
 
@@ -70,6 +71,7 @@ struct iotune_ra_file {
 	struct iotune_ra_stream stream[IOTUNE_RA_STREAMS];
 	uint64_t tick;
 	enum iotune_ra_hint hint;
+	bool kernel_off;	/* Linux's read-ahead is off (RANDOM) */
 };
 
 /*
@@ -85,12 +87,32 @@ struct iotune_ra_file {
  * thrashes; when an interval passes below the threshold the windows grow
  * again.  The adapter reads the cumulative stall time when
  * iotune_ra_pressure_due() says so and passes it to
- * iotune_ra_pressure_sample(); where PSI is missing, nothing changes.
+ * iotune_ra_pressure_sample(), with Linux's own average of the last
+ * 10 s, the verdict of a first sample; where PSI is missing, nothing
+ * changes.
+ *
+ * Who reads ahead (cfg->kernel_first, a share that watches pressure):
+ * while memory is plentiful Linux's own read-ahead is left on and iotune
+ * prefetches nothing.  Linux's is the faster one then (it reads ahead
+ * from inside the page cache, marked pages trigger the next window
+ * without a system call) and it needs no bound while nothing is evicted.
+ * When an interval reaches the threshold iotune takes over: the file's
+ * next read says "switch Linux's off" (POSIX_FADV_RANDOM) and the
+ * bounded, shrinking windows above begin.  Linux's read-ahead comes back
+ * only after IOTUNE_RA_CALM_SAMPLES intervals in a row below the
+ * threshold, so that a stall that comes and goes does not switch a file
+ * back and forth at every sample.  A share with no threshold (0), or a
+ * process without PSI (blind), always uses its own windows.
  */
+#define IOTUNE_RA_CALM_SAMPLES 5
+
 struct iotune_ra_pressure {
 	uint64_t sampled_ms;	/* when stall_us was read; 0: never */
 	uint64_t stall_us;	/* the cumulative "some" stall time then */
 	unsigned permille;	/* stalled share of the last interval */
+	unsigned recent[IOTUNE_RA_CALM_SAMPLES]; /* the last intervals' */
+	unsigned peak;		/* the highest of recent[] */
+	bool blind;		/* no PSI here: iotune's windows always */
 };
 
 /* a sample at most this often */
@@ -100,7 +122,8 @@ bool iotune_ra_pressure_due(const struct iotune_ra_pressure *p,
 			    uint64_t now_ms);
 void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 			       uint64_t now_ms,
-			       uint64_t stall_us);
+			       uint64_t stall_us,
+			       unsigned avg10_permille);
 
 /* per smbd process: prefetched bytes not yet read, memory pressure */
 struct iotune_ra_budget {
@@ -119,6 +142,15 @@ struct iotune_ra_stats {
 	uint64_t drop_calls;
 	uint64_t drop_bytes;
 	uint64_t pressure_shrinks;	/* windows halved: memory pressure */
+	uint64_t takeovers;	/* Linux's read-ahead switched off */
+	uint64_t handbacks;	/* and back on when the pressure ended */
+};
+
+/* what to do with Linux's own read-ahead on the file */
+enum iotune_ra_kernel {
+	IOTUNE_RA_KERNEL_KEEP,
+	IOTUNE_RA_KERNEL_ON,	/* NORMAL, or SEQUENTIAL on the client's hint */
+	IOTUNE_RA_KERNEL_OFF,	/* RANDOM */
 };
 
 struct iotune_ra_action {
@@ -126,6 +158,7 @@ struct iotune_ra_action {
 	uint64_t prefetch_len;		/* 0: nothing to prefetch */
 	uint64_t drop_off;
 	uint64_t drop_len;		/* 0: nothing to drop */
+	enum iotune_ra_kernel kernel;
 };
 
 /* a read of len bytes at off has arrived: what to do */
@@ -136,6 +169,16 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 		    uint64_t off,
 		    uint64_t len,
 		    struct iotune_ra_action *action);
+
+/*
+ * A handle opens (or learns the client's hint) on an adaptive share:
+ * whether iotune's windows serve it from the start, so that Linux's own
+ * read-ahead goes off now (the adapter applies the other modes' and the
+ * client's advice itself).
+ */
+bool iotune_ra_open(const struct iotune_ra_config *cfg,
+		    struct iotune_ra_file *file,
+		    const struct iotune_ra_budget *budget);
 
 /*
  * When the handle closes no read is in flight any more: with drop-behind,

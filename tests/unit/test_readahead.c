@@ -2,7 +2,9 @@
  * Unit tests of iotune's read-ahead policy: stream detection on
  * sequential, reverse, strided, random, out-of-order and interleaved
  * reads; window growth and cap; the budget; drop-behind; fixed mode;
- * memory pressure (PSI samples) stopping and resuming prefetches.
+ * memory pressure (PSI samples) stopping and resuming prefetches;
+ * adaptive leaving Linux's read-ahead on until memory pressure and
+ * taking the file back only after calm intervals.
  *
  * Copyright (C) iotune authors 2026
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -299,35 +301,203 @@ static void test_pressure_samples(void **state)
 
 	(void)state;
 	assert_true(iotune_ra_pressure_due(&p, 1));
-	/* the first sample has nothing to compare with */
-	iotune_ra_pressure_sample(&p, 1000, 5000000);
-	assert_int_equal(p.permille, 0);
+	/* the first sample has no interval: Linux's 10 s average counts */
+	iotune_ra_pressure_sample(&p, 1000, 5000000, 250);
+	assert_int_equal(p.permille, 250);
 	assert_false(iotune_ra_pressure_due(&p, 1000 +
 					    IOTUNE_RA_PRESSURE_INTERVAL_MS - 1));
 	assert_true(iotune_ra_pressure_due(&p, 1000 +
 					   IOTUNE_RA_PRESSURE_INTERVAL_MS));
 	/* 200 ms, stalled 20 ms: 100/1000 */
-	iotune_ra_pressure_sample(&p, 1200, 5000000 + 20000);
-	assert_int_equal(p.permille, 100);
+	iotune_ra_pressure_sample(&p, 1200, 5000000 + 20000, 999);
+	assert_int_equal(p.permille, 100);	/* its own interval wins */
 	/* stalled 19,999 us: 99 */
-	iotune_ra_pressure_sample(&p, 1400, 5000000 + 20000 + 19999);
+	iotune_ra_pressure_sample(&p, 1400, 5000000 + 20000 + 19999, 0);
 	assert_int_equal(p.permille, 99);
 	/* a quiet interval */
-	iotune_ra_pressure_sample(&p, 1600, 5000000 + 20000 + 19999);
+	iotune_ra_pressure_sample(&p, 1600, 5000000 + 20000 + 19999, 0);
 	assert_int_equal(p.permille, 0);
 	/* more stall than time (stalls overlap): all of it */
-	iotune_ra_pressure_sample(&p, 1800, 5000000 + 20000 + 19999 + 999999);
+	iotune_ra_pressure_sample(&p, 1800,
+				  5000000 + 20000 + 19999 + 999999, 0);
 	assert_int_equal(p.permille, 1000);
-	/* a counter that went back is another one: no verdict */
-	iotune_ra_pressure_sample(&p, 2000, 10);
+	/* a counter that went back is another one: its average */
+	iotune_ra_pressure_sample(&p, 2000, 10, 40);
+	assert_int_equal(p.permille, 40);
+	iotune_ra_pressure_sample(&p, 2000, 10, 0);
 	assert_int_equal(p.permille, 0);
 	assert_true(p.stall_us == 10);
 	/* a clock that did not move: no verdict either */
-	iotune_ra_pressure_sample(&p, 2000, 1000000);
+	iotune_ra_pressure_sample(&p, 2000, 1000000, 0);
 	assert_int_equal(p.permille, 0);
 	/* a long interval is averaged over its length: 10 s, 0.5 s */
-	iotune_ra_pressure_sample(&p, 12000, 1000000 + 500000);
+	iotune_ra_pressure_sample(&p, 12000, 1000000 + 500000, 0);
 	assert_int_equal(p.permille, 50);
+}
+
+/* peak: the highest of the last IOTUNE_RA_CALM_SAMPLES intervals */
+static void test_pressure_peak_of_recent_samples(void **state)
+{
+	struct iotune_ra_pressure p = { 0 };
+	uint64_t t = 1000;
+	uint64_t stall = 0;
+	int i;
+
+	(void)state;
+	iotune_ra_pressure_sample(&p, t, stall, 0);
+	t += 200;
+	stall += 40000;			/* 200/1000 */
+	iotune_ra_pressure_sample(&p, t, stall, 0);
+	assert_int_equal(p.peak, 200);
+	for (i = 1; i < IOTUNE_RA_CALM_SAMPLES; i++) {
+		t += 200;
+		stall += 2000;		/* 10/1000 */
+		iotune_ra_pressure_sample(&p, t, stall, 0);
+		assert_int_equal(p.permille, 10);
+		assert_int_equal(p.peak, 200);
+	}
+	t += 200;
+	iotune_ra_pressure_sample(&p, t, stall, 0);
+	assert_int_equal(p.peak, 10);	/* the 200 left the window */
+}
+
+/* n intervals of 200 ms stalled permille/1000 each */
+static void pressure(struct fixture *f, unsigned permille, int n)
+{
+	struct iotune_ra_pressure *p = &f->budget.pressure;
+	uint64_t now = p->sampled_ms;
+	int i;
+
+	if (now == 0) {
+		now = 1000;
+		iotune_ra_pressure_sample(p, now, 0, 0);
+	}
+	for (i = 0; i < n; i++) {
+		now += 200;
+		iotune_ra_pressure_sample(p, now,
+					  p->stall_us + 200 * permille, 0);
+	}
+}
+
+static void kernel_first(struct fixture *f)
+{
+	f->cfg.pressure_permille = 100;
+	f->cfg.kernel_first = true;
+}
+
+static void test_kernel_first_until_pressure(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_ra_action a;
+	uint64_t off = 0;
+	int i;
+
+	kernel_first(f);
+	pressure(f, 99, 3);
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	/* memory is plentiful: Linux's read-ahead serves the file */
+	for (; off < 16 * MIB; off += MIB) {
+		a = rd(f, off, MIB);
+		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
+		assert_true(a.prefetch_len == 0);
+	}
+	assert_true(f->budget.outstanding == 0);
+	/* an interval at the threshold: iotune takes over, once */
+	pressure(f, 100, 1);
+	a = rd(f, off, MIB);
+	off += MIB;
+	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_OFF);
+	assert_true(a.prefetch_len > 0);
+	assert_true(a.prefetch_off == off);
+	/* under pressure the window starts small: it halves */
+	assert_true(f->file.stream[0].window <= MIB);
+	assert_true(f->stats.takeovers == 1);
+	/* calm again, but not long enough: iotune keeps the file */
+	for (i = 1; i < IOTUNE_RA_CALM_SAMPLES; i++) {
+		pressure(f, 0, 1);
+		a = rd(f, off, MIB);
+		off += MIB;
+		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
+		assert_true(f->prefetched >= off);
+	}
+	/* the last interval at the threshold leaves: Linux's again */
+	pressure(f, 0, 1);
+	a = rd(f, off, MIB);
+	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_ON);
+	assert_true(a.prefetch_len == 0);
+	a = rd(f, off + MIB, MIB);
+	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
+	assert_true(f->stats.takeovers == 1 && f->stats.handbacks == 1);
+	/* a handle opened now starts with Linux's too */
+	memset(&f->file, 0, sizeof(f->file));
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+}
+
+static void test_kernel_first_open_under_pressure(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_ra_action a;
+
+	kernel_first(f);
+	pressure(f, 500, 2);
+	/* the open switches Linux's off: the reads need not */
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	a = rd(f, 0, MIB);
+	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
+	assert_true(a.prefetch_len > 0);
+	assert_true(f->stats.takeovers == 0);
+	/* a new process: Linux's 10 s average decides at its first read */
+	memset(&f->budget.pressure, 0, sizeof(f->budget.pressure));
+	memset(&f->file, 0, sizeof(f->file));
+	iotune_ra_pressure_sample(&f->budget.pressure, 1000, 123456, 150);
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	memset(&f->budget.pressure, 0, sizeof(f->budget.pressure));
+	memset(&f->file, 0, sizeof(f->file));
+	iotune_ra_pressure_sample(&f->budget.pressure, 1000, 123456, 99);
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+}
+
+static void test_kernel_first_needs_a_threshold(void **state)
+{
+	struct fixture *f = *state;
+
+	/* no threshold, or not kernel first: iotune's windows from the open */
+	f->cfg.kernel_first = true;
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	kernel_first(f);
+	f->cfg.kernel_first = false;
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	assert_true(rd(f, 0, MIB).kernel == IOTUNE_RA_KERNEL_KEEP);
+	/* a process without PSI cannot see pressure: its own windows */
+	f->cfg.kernel_first = true;
+	memset(&f->file, 0, sizeof(f->file));
+	f->budget.pressure.blind = true;
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	f->budget.pressure.blind = false;
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	/* other modes leave Linux's read-ahead to the adapter */
+	f->cfg.mode = IOTUNE_RA_FIXED;
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	f->cfg.mode = IOTUNE_RA_KERNEL;
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+}
+
+static void test_kernel_first_keeps_random_hint(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off;
+
+	kernel_first(f);
+	f->file.hint = IOTUNE_RA_HINT_RANDOM;
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	pressure(f, 1000, 1);
+	for (off = 0; off < 8 * MIB; off += MIB) {
+		struct iotune_ra_action a = rd(f, off, MIB);
+
+		/* the client's RANDOM stays: never switched back on */
+		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
+		assert_true(a.prefetch_len == 0);
+	}
 }
 
 static void test_pressure_shrinks_and_regrows_windows(void **state)
@@ -425,6 +595,11 @@ int main(void)
 		T(test_pressure_shrinks_and_regrows_windows),
 		T(test_pressure_ignored_when_off),
 		T(test_pressure_leaves_other_modes_alone),
+		T(test_pressure_peak_of_recent_samples),
+		T(test_kernel_first_until_pressure),
+		T(test_kernel_first_open_under_pressure),
+		T(test_kernel_first_needs_a_threshold),
+		T(test_kernel_first_keeps_random_hint),
 #undef T
 	};
 
