@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
+from memlimit import MemoryLimit  # noqa: E402
 from benchlib import alternating, busy_since, machine_cpu, \
     median_alternating, median_of_results, quartiles  # noqa: E402
 
@@ -126,56 +127,29 @@ def disk_alone(paths, file_bytes, depth):
     return file_bytes * len(paths) / (time.monotonic() - t0) / 1e6, 1.0
 
 
-class MemoryLimit:
-    """A memory cgroup (v2 or v1) that smbd and its children run in: its
-    page cache is charged there, as when many clients share a server's
-    RAM."""
+def memory_pressure_avg10():
+    """Linux's share of the last 10 s in which some tasks stalled for
+    memory, in percent (None without PSI)"""
+    try:
+        with open('/proc/pressure/memory') as f:
+            return float(f.read().split()[1].split('=')[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
-    # (hierarchy root, the file that says it has the memory controller,
-    # the limit's file)
-    HIERARCHIES = (
-        ('/sys/fs/cgroup', 'cgroup.controllers', 'memory.max'),
-        ('/sys/fs/cgroup/unified', 'cgroup.controllers', 'memory.max'),
-        ('/sys/fs/cgroup/memory', 'memory.limit_in_bytes',
-         'memory.limit_in_bytes'),
-    )
 
-    def __init__(self, limit):
-        self.path = self.root = None
-        for root, probe, knob in self.HIERARCHIES:
-            try:
-                with open(os.path.join(root, probe)) as f:
-                    if probe == 'cgroup.controllers' and \
-                            'memory' not in f.read().split():
-                        continue
-                path = os.path.join(root, 'iotune-bench')
-                os.makedirs(path, exist_ok=True)
-                with open(os.path.join(path, knob), 'w') as f:
-                    f.write(str(limit))
-            except OSError:
-                continue
-            self.path, self.root = path, root
-            return
-
-    def add(self, pid):
-        with open(os.path.join(self.path, 'cgroup.procs'), 'w') as f:
-            f.write(str(pid))
-
-    def remove(self):
-        if self.path is None:
-            return
-        for pid in open(os.path.join(self.path, 'cgroup.procs')).read(
-                ).split():
-            try:
-                with open(os.path.join(self.root, 'cgroup.procs'),
-                          'w') as f:
-                    f.write(pid)
-            except OSError:
-                pass
-        try:
-            os.rmdir(self.path)
-        except OSError:
-            pass
+def wait_memory_calm(timeout=60):
+    """The whole-RAM run is the case without memory pressure, where
+    adaptive leaves Linux's read-ahead on: wait until the pressure of an
+    earlier run (the cgroup run of a benchmark just before) has decayed
+    out of Linux's 10 s average; the average when it starts"""
+    deadline = time.monotonic() + timeout
+    avg = memory_pressure_avg10()
+    while avg is not None and avg >= 1.0 and time.monotonic() < deadline:
+        time.sleep(1)
+        avg = memory_pressure_avg10()
+    print('   memory pressure (PSI, some, avg10) at the start: %s' %
+          ('%.2f%%' % avg if avg is not None else 'no PSI'))
+    return avg
 
 
 def read_ahead_kb(path):
@@ -315,6 +289,7 @@ def part_a(args, smbd, result):
           'device\'s read bytes; this disk\'s read_ahead_kb: %s)' %
           (args.readers, args.file_mib, args.depth, args.rounds,
            result['read_ahead_kb']))
+    result['all_ram_psi_avg10'] = wait_memory_calm()
     compare('the whole RAM for the page cache', 'all_ram',
             ['kernel', 'adaptive', 'off'])
     limit = MemoryLimit(args.memory_limit_mib * MIB)

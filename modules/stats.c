@@ -101,6 +101,8 @@ static const struct part parts[] = {
 	{ "ra_drop_calls", PART_SCALAR, AT(ra.drop_calls) },
 	{ "ra_drop_bytes", PART_SCALAR, AT(ra.drop_bytes) },
 	{ "ra_pressure_shrinks", PART_SCALAR, AT(ra.pressure_shrinks) },
+	{ "ra_takeovers", PART_SCALAR, AT(ra.takeovers) },
+	{ "ra_handbacks", PART_SCALAR, AT(ra.handbacks) },
 	{ "fadvise_calls", PART_SCALAR, AT(fadvise_calls) },
 	{ "dio_reads", PART_SCALAR, AT(dio_reads) },
 	{ "dio_read_bytes", PART_SCALAR, AT(dio_read_bytes) },

@@ -330,7 +330,7 @@ void iotune_ra_share_init(struct iotune_share *share);
 void iotune_ra_process_fini(struct iotune_process *p);
 void iotune_apply_advice(struct iotune_share *share,
 			 int fd,
-			 enum iotune_ra_hint hint);
+			 struct iotune_ra_file *ra);
 
 /* vfs_iotune_stats.c */
 int iotune_publisher_init(struct iotune_process *p);

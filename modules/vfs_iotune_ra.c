@@ -169,22 +169,41 @@ static int iotune_psi_open(void)
 	return fd;
 }
 
-static bool iotune_psi_read(int fd, uint64_t *stall_us)
+/* "12.34" percent: 123 permille */
+static unsigned iotune_psi_permille(const char *text)
+{
+	char *end = NULL;
+	unsigned long whole = strtoul(text, &end, 10);
+	unsigned tenths = 0;
+
+	if (end != NULL && end[0] == '.' && isdigit((unsigned char)end[1])) {
+		tenths = (unsigned)(end[1] - '0');
+	}
+	return (unsigned)MIN(whole * 10 + tenths, 1000);
+}
+
+/*
+ * "some avg10=1.23 avg60=... avg300=... total=<us>\nfull ...": the
+ * cumulative stall time and the share stalled in the last 10 s
+ */
+static bool iotune_psi_read(int fd, uint64_t *stall_us, unsigned *avg10)
 {
 	char buf[256];
 	const char *total = NULL;
+	const char *avg = NULL;
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 
 	if (n <= 0) {
 		return false;
 	}
 	buf[n] = '\0';
-	/* "some avg10=... avg60=... avg300=... total=<us>\nfull ..." */
 	total = strstr(buf, "total=");
-	if (total == NULL) {
+	avg = strstr(buf, "avg10=");
+	if (total == NULL || avg == NULL) {
 		return false;
 	}
 	*stall_us = strtoull(total + strlen("total="), NULL, 10);
+	*avg10 = iotune_psi_permille(avg + strlen("avg10="));
 	return true;
 }
 
@@ -192,6 +211,7 @@ static void iotune_ra_pressure_update(struct iotune_process *p)
 {
 	uint64_t now = iotune_now_ms();
 	uint64_t stall_us = 0;
+	unsigned avg10 = 0;
 
 	if (p->psi_fd == -1 ||
 	    !iotune_ra_pressure_due(&p->ra_budget.pressure, now)) {
@@ -200,16 +220,19 @@ static void iotune_ra_pressure_update(struct iotune_process *p)
 	if (p->psi_fd == -2) {
 		p->psi_fd = iotune_psi_open();
 	}
-	if (p->psi_fd >= 0 && !iotune_psi_read(p->psi_fd, &stall_us)) {
+	if (p->psi_fd >= 0 && !iotune_psi_read(p->psi_fd, &stall_us, &avg10)) {
 		DBG_INFO("reading memory pressure failed: %s\n",
 			 strerror(errno));
 		close(p->psi_fd);
 		p->psi_fd = -1;
 	}
 	if (p->psi_fd == -1) {
+		/* no signal: adaptive never leaves reads to Linux's */
+		p->ra_budget.pressure.blind = true;
 		return;
 	}
-	iotune_ra_pressure_sample(&p->ra_budget.pressure, now, stall_us);
+	iotune_ra_pressure_sample(&p->ra_budget.pressure, now, stall_us,
+				  avg10);
 	DBG_DEBUG("memory pressure: stalled %u/1000 of the last interval\n",
 		  p->ra_budget.pressure.permille);
 }
@@ -220,6 +243,91 @@ void iotune_ra_process_fini(struct iotune_process *p)
 		close(p->psi_fd);
 	}
 	p->psi_fd = -1;
+}
+
+/*
+ * The advice for a new open: the share's fadvise option, else what the
+ * read-ahead mode needs (off switches Linux's own read-ahead off with
+ * RANDOM, adaptive too while its own windows serve reads), else the
+ * client's hint.
+ */
+static int iotune_open_advice(const struct iotune_share *share,
+			      struct iotune_ra_file *ra)
+{
+	bool own = iotune_ra_open(&share->ra_config, ra,
+				  &share->proc->ra_budget);
+
+	switch (share->config.fadvise) {
+	case IOTUNE_FADVISE_NORMAL:
+		return POSIX_FADV_NORMAL;
+	case IOTUNE_FADVISE_SEQUENTIAL:
+		return POSIX_FADV_SEQUENTIAL;
+	case IOTUNE_FADVISE_RANDOM:
+		return POSIX_FADV_RANDOM;
+	case IOTUNE_FADVISE_NOREUSE:
+		return POSIX_FADV_NOREUSE;
+	default:
+		break;
+	}
+	if (share->config.readahead == IOTUNE_RA_OFF || own) {
+		return POSIX_FADV_RANDOM;
+	}
+	if (ra->hint == IOTUNE_RA_HINT_SEQUENTIAL) {
+		return POSIX_FADV_SEQUENTIAL;
+	}
+	if (ra->hint == IOTUNE_RA_HINT_RANDOM) {
+		return POSIX_FADV_RANDOM;
+	}
+	return -1;
+}
+
+static void iotune_advise(struct iotune_share *share, int fd, int advice)
+{
+	/* these advices only set flags on the open file: they never block */
+	if (posix_fadvise(fd, 0, 0, advice) == 0 && iotune_counting(share)) {
+		share->stats.fadvise_calls++;
+	}
+}
+
+void iotune_apply_advice(struct iotune_share *share, int fd,
+			 struct iotune_ra_file *ra)
+{
+	int advice = -1;
+
+	if (share->ra_config.kernel_first) {
+		/* a new process's first open: is memory short already? */
+		iotune_ra_pressure_update(share->proc);
+	}
+	advice = iotune_open_advice(share, ra);
+
+	if (advice == -1 || fd == -1) {
+		return;
+	}
+	iotune_advise(share, fd, advice);
+}
+
+/*
+ * Adaptive read-ahead hands a file between Linux's read-ahead and its
+ * own windows as memory pressure comes and goes (readahead.h).  A share
+ * whose fadvise option sets the advice keeps it.
+ */
+static void iotune_ra_handover(struct iotune_share *share,
+			       struct iotune_file *file,
+			       enum iotune_ra_kernel kernel)
+{
+	int advice = POSIX_FADV_RANDOM;
+
+	if (kernel == IOTUNE_RA_KERNEL_KEEP ||
+	    share->config.fadvise != IOTUNE_FADVISE_NONE || file->fd == -1) {
+		return;
+	}
+	if (kernel == IOTUNE_RA_KERNEL_ON) {
+		advice = file->ra.hint == IOTUNE_RA_HINT_SEQUENTIAL ?
+			 POSIX_FADV_SEQUENTIAL : POSIX_FADV_NORMAL;
+	}
+	DBG_DEBUG("%s: Linux's read-ahead %s\n", fsp_str_dbg(file->fsp),
+		  kernel == IOTUNE_RA_KERNEL_ON ? "back on" : "off");
+	iotune_advise(share, file->fd, advice);
 }
 
 /* A read of n bytes at off arrives: prefetch ahead, drop behind. */
@@ -247,6 +355,7 @@ void iotune_ra_on_read(struct vfs_handle_struct *handle,
 	}
 	iotune_ra_read(&share->ra_config, &file->ra, &share->proc->ra_budget,
 		       iotune_ra_stats_of(share), (uint64_t)off, n, &act);
+	iotune_ra_handover(share, file, act.kernel);
 	if (act.prefetch_len > 0) {
 		iotune_ra_submit(handle, fsp, act.prefetch_off,
 				 act.prefetch_len, false);
@@ -282,53 +391,6 @@ void iotune_ra_on_close(struct vfs_handle_struct *handle,
 	iotune_ra_close(&file->ra, &share->proc->ra_budget);
 }
 
-/*
- * The advice for a new open: the share's fadvise option, else what the
- * read-ahead mode needs (off and adaptive switch Linux's own read-ahead
- * off with RANDOM), else the client's hint.
- */
-static int iotune_open_advice(const struct iotune_share *share,
-			      enum iotune_ra_hint hint)
-{
-	switch (share->config.fadvise) {
-	case IOTUNE_FADVISE_NORMAL:
-		return POSIX_FADV_NORMAL;
-	case IOTUNE_FADVISE_SEQUENTIAL:
-		return POSIX_FADV_SEQUENTIAL;
-	case IOTUNE_FADVISE_RANDOM:
-		return POSIX_FADV_RANDOM;
-	case IOTUNE_FADVISE_NOREUSE:
-		return POSIX_FADV_NOREUSE;
-	default:
-		break;
-	}
-	if (share->config.readahead == IOTUNE_RA_OFF ||
-	    share->config.readahead == IOTUNE_RA_ADAPTIVE) {
-		return POSIX_FADV_RANDOM;
-	}
-	if (hint == IOTUNE_RA_HINT_SEQUENTIAL) {
-		return POSIX_FADV_SEQUENTIAL;
-	}
-	if (hint == IOTUNE_RA_HINT_RANDOM) {
-		return POSIX_FADV_RANDOM;
-	}
-	return -1;
-}
-
-void iotune_apply_advice(struct iotune_share *share, int fd,
-			 enum iotune_ra_hint hint)
-{
-	int advice = iotune_open_advice(share, hint);
-
-	if (advice == -1 || fd == -1) {
-		return;
-	}
-	/* these advices only set flags on the open file: they never block */
-	if (posix_fadvise(fd, 0, 0, advice) == 0 && iotune_counting(share)) {
-		share->stats.fadvise_calls++;
-	}
-}
-
 /* The share's read-ahead settings, from its options */
 void iotune_ra_share_init(struct iotune_share *share)
 {
@@ -341,6 +403,11 @@ void iotune_ra_share_init(struct iotune_share *share)
 		.max_window = share->config.readahead_max,
 		.pressure_permille =
 			(unsigned)share->config.readahead_pressure * 10,
+		/* an fadvise option is the admin's: it stays */
+		.kernel_first = share->config.readahead ==
+					IOTUNE_RA_ADAPTIVE &&
+				share->config.readahead_pressure != 0 &&
+				share->config.fadvise == IOTUNE_FADVISE_NONE,
 		.drop_behind = share->config.drop_behind,
 	};
 	share->ra_active = share->config.drop_behind ||

@@ -3,17 +3,20 @@
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+import collections
 import json
 import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
 import harness
 from conftest import start_smbd
+from memlimit import MemoryLimit
 
 MIB = 1024 * 1024
 FILE_SIZE = 24 * MIB
@@ -31,9 +34,13 @@ SHARES = {
     'ra_off': ra_share(readahead='off'),
     'ra_fixed': ra_share(readahead='fixed', readahead_offset='1M',
                          readahead_size='2M'),
-    'ra_adaptive': ra_share(readahead='adaptive', readahead_max='8M'),
-    'ra_adaptive_nopsi': ra_share(readahead='adaptive',
-                                  readahead_pressure='0'),
+    # without a pressure threshold: iotune's windows always
+    'ra_adaptive': ra_share(readahead='adaptive', readahead_max='8M',
+                            readahead_pressure='0'),
+    # the default: Linux's read-ahead until memory pressure
+    'ra_adaptive_psi': ra_share(readahead='adaptive'),
+    'ra_adaptive_tight': ra_share(readahead='adaptive',
+                                  readahead_pressure='1'),
     'ra_random': ra_share(fadvise='random'),
     'ra_drop': ra_share(drop_behind='yes'),
 }
@@ -171,16 +178,91 @@ def test_adaptive_reads_memory_pressure(smbd, tmp_path):
     looks"""
     if not os.path.exists('/proc/pressure/memory'):
         pytest.skip('this kernel has no PSI')
-    text = read_traced(smbd, 'ra_adaptive', tmp_path,
+    text = read_traced(smbd, 'ra_adaptive_psi', tmp_path,
                        trace='openat,pread64')
     opened = re.search(PSI_FILE + r', O_RDONLY\|O_CLOEXEC\) = (\d+)', text)
     assert opened, text[-2000:]
     fd = opened.group(2)
     sample = re.search(r'pread64\(%s, "some avg10=.*\) = \d+' % fd, text)
     assert sample, text[-2000:]
-    text = read_traced(smbd, 'ra_adaptive_nopsi', tmp_path,
+    text = read_traced(smbd, 'ra_adaptive', tmp_path,
                        trace='openat,pread64')
     assert not re.search(PSI_FILE, text)
+
+
+def memory_stall_us():
+    """the system's cumulative time some tasks stalled for memory"""
+    with open('/proc/pressure/memory') as f:
+        return int(re.search(r'total=(\d+)', f.read()).group(1))
+
+
+def test_adaptive_leaves_linux_on_while_memory_is_plentiful(smbd, tmp_path):
+    """with a pressure threshold, adaptive neither switches Linux's
+    read-ahead off nor prefetches itself while nothing stalls for memory"""
+    if not os.path.exists('/proc/pressure/memory'):
+        pytest.skip('this kernel has no PSI')
+    before = memory_stall_us()
+    text = read_traced(smbd, 'ra_adaptive_psi', tmp_path)
+    if memory_stall_us() - before > 10000:
+        pytest.skip('tasks stalled for memory meanwhile (%d us)' %
+                    (memory_stall_us() - before))
+    assert 'POSIX_FADV_RANDOM' not in [c[3] for c in
+                                       calls(text, 'fadvise64')]
+    assert calls(text, 'readahead') == []
+    # the trace saw the reads (an empty trace would pass the rest)
+    text = read_traced(smbd, 'ra_adaptive', tmp_path)
+    assert len(calls(text, 'readahead')) >= 3
+
+
+def test_adaptive_takes_over_under_memory_pressure(smbd, tmp_path):
+    """smbd in a memory cgroup smaller than what 8 readers read at once:
+    reclaim stalls it (Linux's PSI), and adaptive switches Linux's
+    read-ahead off (RANDOM, at the open or at a read) and prefetches with
+    its own, shrinking windows"""
+    if not os.path.exists('/proc/pressure/memory'):
+        pytest.skip('this kernel has no PSI')
+    limit = MemoryLimit(96 * MIB)
+    if limit.path is None:
+        pytest.skip('no memory cgroup')
+    share, size = 'ra_adaptive_tight', 48 * MIB
+    names = ['tight%d.bin' % i for i in range(8)]
+    for name in names:
+        with open(os.path.join(smbd.share_path(share), name), 'wb') as f:
+            f.write(os.urandom(size))
+            f.flush()
+            os.fsync(f.fileno())    # clean pages: they can be dropped
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    before = counters(smbd, share)
+    stall = memory_stall_us()
+    try:
+        limit.add(smbd.proc.pid)
+        clients = [harness.ScriptClient(smbd, share) for _ in names]
+        for c, name in zip(clients, names):
+            c.open(name)
+        got = [0] * len(names)
+
+        def read(i):
+            got[i] = clients[i].pump('read', size, MIB, 4)[0]
+        threads = [threading.Thread(target=read, args=(i,))
+                   for i in range(len(names))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for c in clients:
+            c.close()
+            c.quit()
+    finally:
+        limit.remove()
+    assert got == [size] * len(names)
+    stall = memory_stall_us() - stall
+    time.sleep(1.6)
+    c = counters(smbd, share)
+    # Linux's read-ahead switched off: at the open, or when it came
+    switched = (c['fadvise_calls'] - before['fadvise_calls'] +
+                c['ra_takeovers'] - before['ra_takeovers'])
+    assert switched > 0, 'stalled %d us' % stall
+    assert c['ra_prefetch_calls'] > before['ra_prefetch_calls']
 
 
 def test_fadvise_option(smbd, tmp_path):
@@ -212,13 +294,22 @@ def test_drop_behind_drops_only_behind(smbd, tmp_path):
     assert 0 < end < size
 
 
+def counters(smbd, share):
+    """share's counters, iotune-stat --json; zeros before any process
+    published (the tool then exits with 1)"""
+    run = subprocess.run([os.path.join(harness.REPO, 'tools', 'iotune-stat'),
+                          '--configfile', smbd.conf, '--json'],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        return collections.defaultdict(int)
+    return json.loads(run.stdout)['shares'].get(share, {}).get(
+        'counters', collections.defaultdict(int))
+
+
 def test_counters_show_readahead(smbd, tmp_path):
     read_traced(smbd, 'ra_adaptive', tmp_path)
     time.sleep(1.6)
-    out = subprocess.run([os.path.join(harness.REPO, 'tools', 'iotune-stat'),
-                          '--configfile', smbd.conf, '--json'],
-                         capture_output=True, text=True, check=True).stdout
-    c = json.loads(out)['shares']['ra_adaptive']['counters']
+    c = counters(smbd, 'ra_adaptive')
     assert c['ra_prefetch_calls'] > 0
     assert c['ra_streams_detected'] > 0
     assert c['fadvise_calls'] > 0

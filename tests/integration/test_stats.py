@@ -24,7 +24,11 @@ def smbd(request):
     quiet = dict(IOTUNE)
     quiet['iotune:stats'] = 'no'
     busy = dict(IOTUNE)
-    busy.update({'iotune:readahead': 'adaptive', 'iotune:direct io': 'reads',
+    # readahead pressure = 0: iotune prefetches whatever the machine's
+    # memory pressure
+    busy.update({'iotune:readahead': 'adaptive',
+                 'iotune:readahead pressure': '0',
+                 'iotune:direct io': 'reads',
                  'iotune:direct io min size': '0'})
     return start_smbd(request, {'iotune': IOTUNE, 'quiet': quiet,
                                 'busy': busy},

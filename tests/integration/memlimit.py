@@ -1,0 +1,60 @@
+# A memory cgroup for smbd, shared by the read-ahead tests and
+# bench/readahead.py: smbd's page cache is charged there, as when many
+# clients share a server's RAM, and its reclaim stalls show in Linux's
+# pressure stall information.
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import os
+
+
+class MemoryLimit:
+    """A memory cgroup (v2 or v1) that smbd and its children run in: its
+    page cache is charged there, as when many clients share a server's
+    RAM."""
+
+    # (hierarchy root, the file that says it has the memory controller,
+    # the limit's file)
+    HIERARCHIES = (
+        ('/sys/fs/cgroup', 'cgroup.controllers', 'memory.max'),
+        ('/sys/fs/cgroup/unified', 'cgroup.controllers', 'memory.max'),
+        ('/sys/fs/cgroup/memory', 'memory.limit_in_bytes',
+         'memory.limit_in_bytes'),
+    )
+
+    def __init__(self, limit):
+        self.path = self.root = None
+        for root, probe, knob in self.HIERARCHIES:
+            try:
+                with open(os.path.join(root, probe)) as f:
+                    if probe == 'cgroup.controllers' and \
+                            'memory' not in f.read().split():
+                        continue
+                path = os.path.join(root, 'iotune-bench')
+                os.makedirs(path, exist_ok=True)
+                with open(os.path.join(path, knob), 'w') as f:
+                    f.write(str(limit))
+            except OSError:
+                continue
+            self.path, self.root = path, root
+            return
+
+    def add(self, pid):
+        with open(os.path.join(self.path, 'cgroup.procs'), 'w') as f:
+            f.write(str(pid))
+
+    def remove(self):
+        if self.path is None:
+            return
+        for pid in open(os.path.join(self.path, 'cgroup.procs')).read(
+                ).split():
+            try:
+                with open(os.path.join(self.root, 'cgroup.procs'),
+                          'w') as f:
+                    f.write(pid)
+            except OSError:
+                pass
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
