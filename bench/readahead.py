@@ -127,6 +127,44 @@ def disk_alone(paths, file_bytes, depth):
     return file_bytes * len(paths) / (time.monotonic() - t0) / 1e6, 1.0
 
 
+def adaptive_counters(smbd):
+    """the adaptive share's read-ahead counters (iotune-stat --json)"""
+    time.sleep(1.6)         # the last processes published
+    run = subprocess.run([os.path.join(harness.REPO, 'tools', 'iotune-stat'),
+                          '--configfile', smbd.conf, '--json'],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        return {}
+    return json.loads(run.stdout)['shares'].get('adaptive', {}).get(
+        'counters', {})
+
+
+def who_read_ahead(before, after):
+    """Between two adaptive_counters(): whose read-ahead served the
+    adaptive share's files.  Without memory pressure adaptive leaves
+    reads to Linux's read-ahead: it then runs what the kernel share runs,
+    and its ratio to the better of kernel and off is the spread of two
+    alike runs, not a difference of the modes."""
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in (
+        'fadvise_calls', 'ra_takeovers', 'ra_handbacks', 'ra_prefetch_calls',
+        'ra_streams_detected')}
+    if d['ra_streams_detected'] == 0:
+        d['text'] = 'no counters'
+    elif d['fadvise_calls'] + d['ra_takeovers'] + \
+            d['ra_prefetch_calls'] == 0:
+        d['text'] = ('all read with Linux\'s read-ahead (no takeover, no '
+                     'prefetch of its own: %d streams)' %
+                     d['ra_streams_detected'])
+    else:
+        # fadvise_calls counts the handovers' advice too
+        opens = d['fadvise_calls'] - d['ra_takeovers'] - d['ra_handbacks']
+        d['text'] = ('iotune\'s windows: switched Linux\'s off at %d '
+                     'opens and %d reads, %d back, %d prefetches of its own'
+                     % (opens, d['ra_takeovers'],
+                        d['ra_handbacks'], d['ra_prefetch_calls']))
+    return d
+
+
 def memory_pressure_avg10():
     """Linux's share of the last 10 s in which some tasks stalled for
     memory, in percent (None without PSI)"""
@@ -257,6 +295,7 @@ def part_a(args, smbd, result):
         fns = {m: lambda m=m: pump_readers(smbd, m, names,
                                            args.file_mib * MIB, args.depth)
                for m in modes}
+        before = adaptive_counters(smbd)
         fns['disk'] = lambda: disk_alone(
             [os.path.join(smbd.share_path('off'), n) for n in names],
             args.file_mib * MIB, args.depth)
@@ -278,8 +317,11 @@ def part_a(args, smbd, result):
                   med['adaptive'][0] / med['disk'][0],
                   med['off'][0] / med['disk'][0],
                   med['kernel'][0] / med['disk'][0]), flush=True)
+        who = who_read_ahead(before, adaptive_counters(smbd))
+        print('     adaptive\'s files: %s' % who['text'], flush=True)
         result['a'][key] = {m: {'mbs': med[m][0], 'waste': med[m][1]}
                             for m in fns}
+        result.setdefault('a_who', {})[key] = who
         result.setdefault('a_ratio', {})[key] = {
             'ratio': q[1], 'q1': q[0], 'q3': q[2]}
 

@@ -421,6 +421,11 @@ def readahead_section(ra, charts, md):
                   '%.2f | %s |' % (label, a['adaptive']['waste'],
                                    'met' if a['adaptive']['waste'] <= 1.05
                                    else 'not met'))
+    for run, label in runs.items():
+        who = ra.get('a_who', {}).get(run)
+        if who:     # runs since adaptive hands over to Linux's
+            md += ['', '%s, the adaptive share\'s counters: %s.' %
+                   (label[0].upper() + label[1:], who['text'])]
     c = ra['c']
     speed = c.get('ratio', c['drop']['mbs'] / c['kernel']['mbs'])
     same_file = ''

@@ -222,13 +222,23 @@ static void drop_behind(struct iotune_ra_stream *s,
 	stats->drop_bytes += action->drop_len;
 }
 
-/* adaptive: whether iotune's windows serve reads now, or Linux's */
+/*
+ * adaptive: whether iotune's windows serve reads now, or Linux's.  A
+ * band between half the threshold and the threshold keeps each side:
+ * Linux's read-ahead is taken over at the threshold, given back only
+ * when all recent intervals stayed under half of it (with iotune's
+ * windows the stall drops, often under the threshold while memory is
+ * still short: it must not hand back then).
+ */
 static bool own_turn(const struct iotune_ra_config *cfg,
-		     const struct iotune_ra_budget *budget)
+		     const struct iotune_ra_budget *budget,
+		     bool own_now)
 {
+	unsigned bar = own_now ? MAX(cfg->pressure_permille / 2, 1) :
+				 cfg->pressure_permille;
+
 	return !cfg->kernel_first || cfg->pressure_permille == 0 ||
-	       budget->pressure.blind ||
-	       budget->pressure.peak >= cfg->pressure_permille;
+	       budget->pressure.blind || budget->pressure.peak >= bar;
 }
 
 bool iotune_ra_open(const struct iotune_ra_config *cfg,
@@ -237,7 +247,7 @@ bool iotune_ra_open(const struct iotune_ra_config *cfg,
 {
 	file->kernel_off = cfg->mode == IOTUNE_RA_ADAPTIVE &&
 			   file->hint != IOTUNE_RA_HINT_RANDOM &&
-			   own_turn(cfg, budget);
+			   own_turn(cfg, budget, true);
 	return file->kernel_off;
 }
 
@@ -248,7 +258,7 @@ static bool handover(const struct iotune_ra_config *cfg,
 		     struct iotune_ra_stats *stats,
 		     struct iotune_ra_action *action)
 {
-	bool own = own_turn(cfg, budget);
+	bool own = own_turn(cfg, budget, file->kernel_off);
 
 	if (own != file->kernel_off) {
 		file->kernel_off = own;

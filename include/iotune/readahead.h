@@ -99,9 +99,11 @@ struct iotune_ra_file {
  * When an interval reaches the threshold iotune takes over: the file's
  * next read says "switch Linux's off" (POSIX_FADV_RANDOM) and the
  * bounded, shrinking windows above begin.  Linux's read-ahead comes back
- * only after IOTUNE_RA_CALM_SAMPLES intervals in a row below the
- * threshold, so that a stall that comes and goes does not switch a file
- * back and forth at every sample.  A share with no threshold (0), or a
+ * only after IOTUNE_RA_CALM_SAMPLES intervals in a row below half the
+ * threshold, so that a stall that comes and goes, or drops because
+ * iotune's windows waste less, does not switch a file back and forth.
+ * A file opened while an interval of the last IOTUNE_RA_CALM_SAMPLES
+ * reached half the threshold starts with iotune's windows.  A share with no threshold (0), or a
  * process without PSI (blind), always uses its own windows.
  */
 #define IOTUNE_RA_CALM_SAMPLES 5

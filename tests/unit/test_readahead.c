@@ -393,7 +393,7 @@ static void test_kernel_first_until_pressure(void **state)
 	int i;
 
 	kernel_first(f);
-	pressure(f, 99, 3);
+	pressure(f, 49, 3);
 	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
 	/* memory is plentiful: Linux's read-ahead serves the file */
 	for (; off < 16 * MIB; off += MIB) {
@@ -402,6 +402,12 @@ static void test_kernel_first_until_pressure(void **state)
 		assert_true(a.prefetch_len == 0);
 	}
 	assert_true(f->budget.outstanding == 0);
+	/* under the threshold, in the band: Linux's keeps the file */
+	pressure(f, 99, 1);
+	a = rd(f, off, MIB);
+	off += MIB;
+	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
+	assert_true(a.prefetch_len == 0);
 	/* an interval at the threshold: iotune takes over, once */
 	pressure(f, 100, 1);
 	a = rd(f, off, MIB);
@@ -412,15 +418,23 @@ static void test_kernel_first_until_pressure(void **state)
 	/* under pressure the window starts small: it halves */
 	assert_true(f->file.stream[0].window <= MIB);
 	assert_true(f->stats.takeovers == 1);
-	/* calm again, but not long enough: iotune keeps the file */
-	for (i = 1; i < IOTUNE_RA_CALM_SAMPLES; i++) {
-		pressure(f, 0, 1);
+	/* in the band (half the threshold or more): iotune keeps it */
+	for (i = 0; i < 3 * IOTUNE_RA_CALM_SAMPLES; i++) {
+		pressure(f, 50, 1);
 		a = rd(f, off, MIB);
 		off += MIB;
 		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
 		assert_true(f->prefetched >= off);
 	}
-	/* the last interval at the threshold leaves: Linux's again */
+	/* under half, but not long enough: iotune keeps the file */
+	for (i = 1; i < IOTUNE_RA_CALM_SAMPLES; i++) {
+		pressure(f, 49, 1);
+		a = rd(f, off, MIB);
+		off += MIB;
+		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
+		assert_true(f->prefetched >= off);
+	}
+	/* the last interval in the band leaves: Linux's again */
 	pressure(f, 0, 1);
 	a = rd(f, off, MIB);
 	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_ON);
@@ -431,6 +445,10 @@ static void test_kernel_first_until_pressure(void **state)
 	/* a handle opened now starts with Linux's too */
 	memset(&f->file, 0, sizeof(f->file));
 	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	/* one opened after an interval in the band, with iotune's */
+	pressure(f, 50, 1);
+	memset(&f->file, 0, sizeof(f->file));
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
 }
 
 static void test_kernel_first_open_under_pressure(void **state)
@@ -453,7 +471,7 @@ static void test_kernel_first_open_under_pressure(void **state)
 	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
 	memset(&f->budget.pressure, 0, sizeof(f->budget.pressure));
 	memset(&f->file, 0, sizeof(f->file));
-	iotune_ra_pressure_sample(&f->budget.pressure, 1000, 123456, 99);
+	iotune_ra_pressure_sample(&f->budget.pressure, 1000, 123456, 49);
 	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
 }
 
