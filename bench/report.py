@@ -414,6 +414,13 @@ def readahead_section(ra, charts, md):
                 'alone)' % (a['adaptive']['mbs'] / a['disk']['mbs'],
                             a['off']['mbs'] / a['disk']['mbs'],
                             a['kernel']['mbs'] / a['disk']['mbs'])
+        who = ra.get('a_who', {}).get(run, {})
+        if who.get('ra_streams_detected') and not (
+                who['fadvise_calls'] + who['ra_takeovers'] +
+                who['ra_prefetch_calls']):
+            bound += '; adaptive ran Linux\'s read-ahead here (its ' \
+                'counters), as the kernel share did: the ratio is the ' \
+                'spread of alike runs'
         md.append('| %s: adaptive >= the better of kernel and off | %.2f | '
                   '%s%s |' % (label, ratio, 'met' if ratio >= 1.0 else
                               'not met', bound))
