@@ -354,7 +354,8 @@ static int iotune_openat(struct vfs_handle_struct *handle,
 	}
 	file->fd = fd;
 	file->write_through = (how->flags & (O_SYNC | O_DSYNC)) != 0;
-	iotune_apply_advice(share, fd, &file->ra);
+	iotune_apply_advice(share, fd, &file->ra,
+			    fsp_is_alternate_stream(fsp));
 	iotune_dio_close(file);
 	if (!fsp_is_alternate_stream(fsp)) {
 		iotune_dio_open(share, file, how->flags,
@@ -383,7 +384,8 @@ static void iotune_create_hints(struct vfs_handle_struct *handle,
 		file->ra.hint = IOTUNE_RA_HINT_SEQUENTIAL;
 	}
 	if (file->ra.hint != IOTUNE_RA_HINT_NONE) {
-		iotune_apply_advice(share, file->fd, &file->ra);
+		iotune_apply_advice(share, file->fd, &file->ra,
+				    fsp_is_alternate_stream(fsp));
 	}
 	if ((create_options & FILE_NO_INTERMEDIATE_BUFFERING) &&
 	    share->config.direct_io == IOTUNE_DIRECT_CLIENT &&

@@ -330,7 +330,8 @@ void iotune_ra_share_init(struct iotune_share *share);
 void iotune_ra_process_fini(struct iotune_process *p);
 void iotune_apply_advice(struct iotune_share *share,
 			 int fd,
-			 struct iotune_ra_file *ra);
+			 struct iotune_ra_file *ra,
+			 bool stream);
 
 /* vfs_iotune_stats.c */
 int iotune_publisher_init(struct iotune_process *p);

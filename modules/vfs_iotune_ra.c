@@ -249,13 +249,16 @@ void iotune_ra_process_fini(struct iotune_process *p)
  * The advice for a new open: the share's fadvise option, else what the
  * read-ahead mode needs (off switches Linux's own read-ahead off with
  * RANDOM, adaptive too while its own windows serve reads), else the
- * client's hint.
+ * client's hint.  An alternate data stream gets no read-ahead of
+ * iotune's (iotune_ra_on_read() passes streams by): adaptive leaves
+ * Linux's on for it.
  */
 static int iotune_open_advice(const struct iotune_share *share,
-			      struct iotune_ra_file *ra)
+			      struct iotune_ra_file *ra,
+			      bool stream)
 {
-	bool own = iotune_ra_open(&share->ra_config, ra,
-				  &share->proc->ra_budget);
+	bool own = !stream && iotune_ra_open(&share->ra_config, ra,
+					     &share->proc->ra_budget);
 
 	switch (share->config.fadvise) {
 	case IOTUNE_FADVISE_NORMAL:
@@ -290,7 +293,7 @@ static void iotune_advise(struct iotune_share *share, int fd, int advice)
 }
 
 void iotune_apply_advice(struct iotune_share *share, int fd,
-			 struct iotune_ra_file *ra)
+			 struct iotune_ra_file *ra, bool stream)
 {
 	int advice = -1;
 
@@ -298,7 +301,7 @@ void iotune_apply_advice(struct iotune_share *share, int fd,
 		/* a new process's first open: is memory short already? */
 		iotune_ra_pressure_update(share->proc);
 	}
-	advice = iotune_open_advice(share, ra);
+	advice = iotune_open_advice(share, ra, stream);
 
 	if (advice == -1 || fd == -1) {
 		return;
@@ -318,7 +321,8 @@ static void iotune_ra_handover(struct iotune_share *share,
 	int advice = POSIX_FADV_RANDOM;
 
 	if (kernel == IOTUNE_RA_KERNEL_KEEP ||
-	    share->config.fadvise != IOTUNE_FADVISE_NONE || file->fd == -1) {
+	    share->config.fadvise != IOTUNE_FADVISE_NONE ||
+	    fsp_get_io_fd(file->fsp) == -1) {
 		return;
 	}
 	if (kernel == IOTUNE_RA_KERNEL_ON) {
@@ -327,7 +331,7 @@ static void iotune_ra_handover(struct iotune_share *share,
 	}
 	DBG_DEBUG("%s: Linux's read-ahead %s\n", fsp_str_dbg(file->fsp),
 		  kernel == IOTUNE_RA_KERNEL_ON ? "back on" : "off");
-	iotune_advise(share, file->fd, advice);
+	iotune_advise(share, fsp_get_io_fd(file->fsp), advice);
 }
 
 /* A read of n bytes at off arrives: prefetch ahead, drop behind. */

@@ -88,8 +88,8 @@ struct iotune_ra_file {
  * again.  The adapter reads the cumulative stall time when
  * iotune_ra_pressure_due() says so and passes it to
  * iotune_ra_pressure_sample(), with Linux's own average of the last
- * 10 s, the verdict of a first sample; where PSI is missing, nothing
- * changes.
+ * 10 s, the verdict of a first sample; where PSI is missing the process
+ * is blind (below).
  *
  * Who reads ahead (cfg->kernel_first, a share that watches pressure):
  * while memory is plentiful Linux's own read-ahead is left on and iotune
@@ -103,8 +103,10 @@ struct iotune_ra_file {
  * threshold, so that a stall that comes and goes, or drops because
  * iotune's windows waste less, does not switch a file back and forth.
  * A file opened while an interval of the last IOTUNE_RA_CALM_SAMPLES
- * reached half the threshold starts with iotune's windows.  A share with no threshold (0), or a
- * process without PSI (blind), always uses its own windows.
+ * reached half the threshold starts with iotune's windows.  A share
+ * with no threshold (0), or a process without PSI (blind), always uses
+ * its own windows; a file with the client's random-access hint keeps
+ * Linux's read-ahead off (RANDOM) and gets no prefetch.
  */
 #define IOTUNE_RA_CALM_SAMPLES 5
 

@@ -22,15 +22,16 @@ class MemoryLimit:
          'memory.limit_in_bytes'),
     )
 
-    def __init__(self, limit):
+    def __init__(self, limit, name='iotune-bench'):
         self.path = self.root = None
+        self.home = None        # where the first process added came from
         for root, probe, knob in self.HIERARCHIES:
             try:
                 with open(os.path.join(root, probe)) as f:
                     if probe == 'cgroup.controllers' and \
                             'memory' not in f.read().split():
                         continue
-                path = os.path.join(root, 'iotune-bench')
+                path = os.path.join(root, name)
                 os.makedirs(path, exist_ok=True)
                 with open(os.path.join(path, knob), 'w') as f:
                     f.write(str(limit))
@@ -40,17 +41,36 @@ class MemoryLimit:
             return
 
     def add(self, pid):
+        if self.home is None:
+            self.home = self.cgroup_of(pid)
         with open(os.path.join(self.path, 'cgroup.procs'), 'w') as f:
             f.write(str(pid))
 
+    def cgroup_of(self, pid):
+        """pid's cgroup in this hierarchy, as a directory"""
+        v1 = self.root.endswith('/memory')
+        try:
+            with open('/proc/%d/cgroup' % pid) as f:
+                for line in f:
+                    _, controllers, path = line.rstrip('\n').split(':', 2)
+                    if ('memory' in controllers.split(',')) if v1 \
+                            else controllers == '':
+                        home = os.path.join(self.root, path.lstrip('/'))
+                        if os.path.isdir(home):
+                            return home
+        except OSError:
+            pass
+        return self.root
+
     def remove(self):
+        """the processes go back where they came from, the cgroup goes"""
         if self.path is None:
             return
+        home = self.home or self.root
         for pid in open(os.path.join(self.path, 'cgroup.procs')).read(
                 ).split():
             try:
-                with open(os.path.join(self.root, 'cgroup.procs'),
-                          'w') as f:
+                with open(os.path.join(home, 'cgroup.procs'), 'w') as f:
                     f.write(pid)
             except OSError:
                 pass

@@ -335,7 +335,7 @@ def check_settings_took_effect(share, options, samples):
         '%s %d' % (name, counter(name)) for name in (
             'wc_writes_cached', 'wc_writes_bypassed', 'dio_writes',
             'dio_reads', 'ra_streams_detected', 'ra_prefetch_calls',
-            'ra_drop_calls', 'ra_budget_refusals'))))
+            'ra_takeovers', 'ra_drop_calls', 'ra_budget_refusals'))))
     if canonical('OPTION_SIZE', option('write cache size', '1M')) > 0:
         # the small writes under a batch oplock were coalesced
         assert counter('wc_writes_cached') > 0
@@ -350,10 +350,13 @@ def check_settings_took_effect(share, options, samples):
         assert counter('dio_writes') == counter('dio_reads') == 0
     if option('readahead', 'kernel') == 'adaptive':
         assert counter('ra_streams_detected') > 0
-        # iotune prefetches itself only under memory pressure, unless
-        # the example ignores pressure
+        # iotune prefetches itself only where it switched Linux's
+        # read-ahead off: always when the example ignores memory
+        # pressure, else only under it (at an open or at a read)
         if option('readahead pressure', '10') == '0':
             assert counter('ra_prefetch_calls') > 0
+        elif counter('ra_prefetch_calls') > 0:
+            assert counter('ra_takeovers') + counter('fadvise_calls') > 0
     if canonical('OPTION_BOOL', option('drop behind', 'no')):
         assert counter('ra_drop_calls') > 0
     else:

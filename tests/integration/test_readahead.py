@@ -235,7 +235,13 @@ def test_adaptive_takes_over_under_memory_pressure(smbd, tmp_path):
     its own, shrinking windows"""
     if not os.path.exists('/proc/pressure/memory'):
         pytest.skip('this kernel has no PSI')
-    limit = MemoryLimit(96 * MIB)
+    if harness.SMBD_PRELOAD:
+        # ASan keeps freed buffers in its quarantine (256 MiB a process):
+        # 8 sanitized smbd children do not fit 96 MiB, the cgroup's OOM
+        # killer ends them (the sanitize stage of an earlier CI run)
+        pytest.skip('smbd runs with sanitizers: its own memory outgrows '
+                    'the 96 MiB cgroup')
+    limit = MemoryLimit(96 * MIB, 'iotune-test-%d' % os.getpid())
     if limit.path is None:
         pytest.skip('no memory cgroup')
     share, size = 'ra_adaptive_tight', 48 * MIB
@@ -272,10 +278,12 @@ def test_adaptive_takes_over_under_memory_pressure(smbd, tmp_path):
     stall = memory_stall_us() - stall
     time.sleep(1.6)
     c = counters(smbd, share)
-    # Linux's read-ahead switched off: at the open, or when it came
-    switched = (c['fadvise_calls'] - before['fadvise_calls'] +
-                c['ra_takeovers'] - before['ra_takeovers'])
-    assert switched > 0, 'stalled %d us' % stall
+    # Linux's read-ahead switched off (RANDOM): at the open, or at a read
+    # when the pressure came; each takeover is an advice applied
+    advised = c['fadvise_calls'] - before['fadvise_calls']
+    taken = c['ra_takeovers'] - before['ra_takeovers']
+    assert advised > 0, 'stalled %d us' % stall
+    assert advised >= taken
     assert c['ra_prefetch_calls'] > before['ra_prefetch_calls']
 
 

@@ -385,29 +385,37 @@ static void kernel_first(struct fixture *f)
 	f->cfg.kernel_first = true;
 }
 
+/* a stream read through the fixture; the next offset */
+static uint64_t read_on(struct fixture *f, uint64_t off, int n,
+			enum iotune_ra_kernel kernel, bool prefetches)
+{
+	int i;
+
+	for (i = 0; i < n; i++, off += MIB) {
+		struct iotune_ra_action a = rd(f, off, MIB);
+
+		assert_int_equal(a.kernel, kernel);
+		assert_true((a.prefetch_len > 0) == prefetches ||
+			    (prefetches && f->prefetched >= off + MIB));
+	}
+	return off;
+}
+
 static void test_kernel_first_until_pressure(void **state)
 {
 	struct fixture *f = *state;
 	struct iotune_ra_action a;
 	uint64_t off = 0;
-	int i;
 
 	kernel_first(f);
 	pressure(f, 49, 3);
 	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
 	/* memory is plentiful: Linux's read-ahead serves the file */
-	for (; off < 16 * MIB; off += MIB) {
-		a = rd(f, off, MIB);
-		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
-		assert_true(a.prefetch_len == 0);
-	}
+	off = read_on(f, off, 16, IOTUNE_RA_KERNEL_KEEP, false);
 	assert_true(f->budget.outstanding == 0);
 	/* under the threshold, in the band: Linux's keeps the file */
 	pressure(f, 99, 1);
-	a = rd(f, off, MIB);
-	off += MIB;
-	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
-	assert_true(a.prefetch_len == 0);
+	off = read_on(f, off, 1, IOTUNE_RA_KERNEL_KEEP, false);
 	/* an interval at the threshold: iotune takes over, once */
 	pressure(f, 100, 1);
 	a = rd(f, off, MIB);
@@ -418,30 +426,34 @@ static void test_kernel_first_until_pressure(void **state)
 	/* under pressure the window starts small: it halves */
 	assert_true(f->file.stream[0].window <= MIB);
 	assert_true(f->stats.takeovers == 1);
+	(void)read_on(f, off, 4, IOTUNE_RA_KERNEL_KEEP, true);
+	assert_true(f->stats.takeovers == 1 && f->stats.handbacks == 0);
+}
+
+static void test_kernel_first_hands_back_after_calm(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t off = 0;
+	int i;
+
+	kernel_first(f);
+	pressure(f, 100, 1);
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
 	/* in the band (half the threshold or more): iotune keeps it */
 	for (i = 0; i < 3 * IOTUNE_RA_CALM_SAMPLES; i++) {
 		pressure(f, 50, 1);
-		a = rd(f, off, MIB);
-		off += MIB;
-		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
-		assert_true(f->prefetched >= off);
+		off = read_on(f, off, 1, IOTUNE_RA_KERNEL_KEEP, true);
 	}
 	/* under half, but not long enough: iotune keeps the file */
 	for (i = 1; i < IOTUNE_RA_CALM_SAMPLES; i++) {
 		pressure(f, 49, 1);
-		a = rd(f, off, MIB);
-		off += MIB;
-		assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
-		assert_true(f->prefetched >= off);
+		off = read_on(f, off, 1, IOTUNE_RA_KERNEL_KEEP, true);
 	}
-	/* the last interval in the band leaves: Linux's again */
+	/* the last interval in the band leaves: Linux's again, once */
 	pressure(f, 0, 1);
-	a = rd(f, off, MIB);
-	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_ON);
-	assert_true(a.prefetch_len == 0);
-	a = rd(f, off + MIB, MIB);
-	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
-	assert_true(f->stats.takeovers == 1 && f->stats.handbacks == 1);
+	off = read_on(f, off, 1, IOTUNE_RA_KERNEL_ON, false);
+	(void)read_on(f, off, 4, IOTUNE_RA_KERNEL_KEEP, false);
+	assert_true(f->stats.takeovers == 0 && f->stats.handbacks == 1);
 	/* a handle opened now starts with Linux's too */
 	memset(&f->file, 0, sizeof(f->file));
 	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
@@ -449,6 +461,25 @@ static void test_kernel_first_until_pressure(void **state)
 	pressure(f, 50, 1);
 	memset(&f->file, 0, sizeof(f->file));
 	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+}
+
+/* the open again (a hint that came later, a reopen): the state follows */
+static void test_kernel_first_open_again(void **state)
+{
+	struct fixture *f = *state;
+
+	kernel_first(f);
+	pressure(f, 100, 1);
+	/* opened before the pressure, taken over at a read */
+	(void)read_on(f, 0, 1, IOTUNE_RA_KERNEL_OFF, true);
+	/* opened again while it lasts: still iotune's, nothing to switch */
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	(void)read_on(f, MIB, 1, IOTUNE_RA_KERNEL_KEEP, true);
+	/* opened again after the calm: Linux's from the open */
+	pressure(f, 0, IOTUNE_RA_CALM_SAMPLES);
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	(void)read_on(f, 2 * MIB, 1, IOTUNE_RA_KERNEL_KEEP, false);
+	assert_true(f->stats.takeovers == 1 && f->stats.handbacks == 0);
 }
 
 static void test_kernel_first_open_under_pressure(void **state)
@@ -464,7 +495,7 @@ static void test_kernel_first_open_under_pressure(void **state)
 	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_KEEP);
 	assert_true(a.prefetch_len > 0);
 	assert_true(f->stats.takeovers == 0);
-	/* a new process: Linux's 10 s average decides at its first read */
+	/* a new process: Linux's 10 s average decides at its first open */
 	memset(&f->budget.pressure, 0, sizeof(f->budget.pressure));
 	memset(&f->file, 0, sizeof(f->file));
 	iotune_ra_pressure_sample(&f->budget.pressure, 1000, 123456, 150);
@@ -615,6 +646,8 @@ int main(void)
 		T(test_pressure_leaves_other_modes_alone),
 		T(test_pressure_peak_of_recent_samples),
 		T(test_kernel_first_until_pressure),
+		T(test_kernel_first_hands_back_after_calm),
+		T(test_kernel_first_open_again),
 		T(test_kernel_first_open_under_pressure),
 		T(test_kernel_first_needs_a_threshold),
 		T(test_kernel_first_keeps_random_hint),
