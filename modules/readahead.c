@@ -330,13 +330,13 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 	uint64_t interval_ms = now_ms - p->sampled_ms;
 	size_t i;
 
-	if (p->sampled_ms == 0 || now_ms <= p->sampled_ms ||
+	if (p->sampled_ms == 0 || p->restart || now_ms <= p->sampled_ms ||
 	    stall_us < p->stall_us) {
 		/*
-		 * The first sample, or another counter (a new cgroup): no
-		 * interval of its own yet, Linux's average of the last 10 s
-		 * stands for it (a process that starts while memory is
-		 * short must not begin with Linux's read-ahead).
+		 * The first sample, or another counter (the adapter opened
+		 * it again): no interval of its own yet, Linux's average of
+		 * the last 10 s stands for it (a process that starts while
+		 * memory is short must not begin with Linux's read-ahead).
 		 */
 		p->permille = MIN(avg10_permille, 1000);
 	} else {
@@ -344,8 +344,18 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 		p->permille = (unsigned)MIN((stall_us - p->stall_us) /
 					    interval_ms, 1000);
 	}
+	if (p->sampled_ms != 0 && interval_ms > IOTUNE_RA_PRESSURE_STALE_MS) {
+		/*
+		 * Samples come with reads: after an idle gap the earlier
+		 * intervals say nothing of now, and the gap's average
+		 * dilutes a stall that began just before this sample.
+		 */
+		memset(p->recent, 0, sizeof(p->recent));
+		p->permille = MAX(p->permille, MIN(avg10_permille, 1000));
+	}
 	p->sampled_ms = now_ms;
 	p->stall_us = stall_us;
+	p->restart = false;
 	memmove(&p->recent[1], &p->recent[0],
 		sizeof(p->recent) - sizeof(p->recent[0]));
 	p->recent[0] = p->permille;
@@ -353,6 +363,14 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 	for (i = 0; i < IOTUNE_RA_CALM_SAMPLES; i++) {
 		p->peak = MAX(p->peak, p->recent[i]);
 	}
+}
+
+void iotune_ra_pressure_restart(struct iotune_ra_pressure *p,
+				uint64_t now_ms)
+{
+	/* the next sample is due after an interval, and is a first one */
+	p->sampled_ms = MAX(now_ms, 1);
+	p->restart = true;
 }
 
 bool iotune_ra_drop_rest(const struct iotune_ra_config *cfg,

@@ -318,9 +318,14 @@ static void iotune_disconnect(struct vfs_handle_struct *handle)
 static void iotune_file_destroy(void *p_data)
 {
 	struct iotune_file *file = p_data;
+	struct iotune_process *p = iotune_process_current();
 
 	iotune_cache_file_gone(file);
 	iotune_dio_close(file);
+	if (p != NULL) {
+		/* prefetched, unread bytes leave the budget (again: no-op) */
+		iotune_ra_close(&file->ra, &p->ra_budget);
+	}
 }
 
 static int iotune_openat(struct vfs_handle_struct *handle,

@@ -73,6 +73,7 @@ struct iotune_process {
 	struct iotune_ra_budget ra_budget;
 	uint64_t ra_budget_global;	/* [global] readahead budget */
 	int psi_fd;		/* memory pressure; -1: none, -2: not open */
+	unsigned psi_failures;	/* reads of it that failed in a row */
 	struct iotune_smbd *smbd;
 	struct iotune_publisher *publisher;
 };

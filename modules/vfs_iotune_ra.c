@@ -31,6 +31,9 @@
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
 
+/* failed reads of the pressure file in a row before the process is blind */
+#define IOTUNE_PSI_RETRIES 3
+
 /* a share's limit lowers the process's, never raises it; 0 is none */
 static uint64_t iotune_lower_limit(uint64_t global, uint64_t share)
 {
@@ -194,12 +197,14 @@ static bool iotune_psi_read(int fd, uint64_t *stall_us, unsigned *avg10)
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 
 	if (n <= 0) {
+		errno = (n == 0) ? ENODATA : errno;
 		return false;
 	}
 	buf[n] = '\0';
 	total = strstr(buf, "total=");
 	avg = strstr(buf, "avg10=");
 	if (total == NULL || avg == NULL) {
+		errno = EPROTO;
 		return false;
 	}
 	*stall_us = strtoull(total + strlen("total="), NULL, 10);
@@ -221,16 +226,27 @@ static void iotune_ra_pressure_update(struct iotune_process *p)
 		p->psi_fd = iotune_psi_open();
 	}
 	if (p->psi_fd >= 0 && !iotune_psi_read(p->psi_fd, &stall_us, &avg10)) {
+		/*
+		 * Its cgroup went away (smbd moved out of one that was then
+		 * removed), or the file was not what we read: open the
+		 * process's current one at the next sample, which starts
+		 * afresh; give up after a few failures in a row.
+		 */
 		DBG_INFO("reading memory pressure failed: %s\n",
 			 strerror(errno));
 		close(p->psi_fd);
-		p->psi_fd = -1;
+		p->psi_fd = ++p->psi_failures < IOTUNE_PSI_RETRIES ? -2 : -1;
+		iotune_ra_pressure_restart(&p->ra_budget.pressure, now);
+		if (p->psi_fd == -2) {
+			return;
+		}
 	}
 	if (p->psi_fd == -1) {
 		/* no signal: adaptive never leaves reads to Linux's */
 		p->ra_budget.pressure.blind = true;
 		return;
 	}
+	p->psi_failures = 0;
 	iotune_ra_pressure_sample(&p->ra_budget.pressure, now, stall_us,
 				  avg10);
 	DBG_DEBUG("memory pressure: stalled %u/1000 of the last interval\n",

@@ -116,11 +116,18 @@ struct iotune_ra_pressure {
 	unsigned permille;	/* stalled share of the last interval */
 	unsigned recent[IOTUNE_RA_CALM_SAMPLES]; /* the last intervals' */
 	unsigned peak;		/* the highest of recent[] */
+	bool restart;		/* the next sample is a first one */
 	bool blind;		/* no PSI here: iotune's windows always */
 };
 
 /* a sample at most this often */
 #define IOTUNE_RA_PRESSURE_INTERVAL_MS 200
+/*
+ * An interval longer than Linux's avg10 window (no reads meanwhile)
+ * forgets the earlier ones; the sample is the larger of its own share
+ * and avg10.
+ */
+#define IOTUNE_RA_PRESSURE_STALE_MS 10000
 
 bool iotune_ra_pressure_due(const struct iotune_ra_pressure *p,
 			    uint64_t now_ms);
@@ -128,6 +135,9 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 			       uint64_t now_ms,
 			       uint64_t stall_us,
 			       unsigned avg10_permille);
+/* the adapter opens the counter again: the next sample is a first one */
+void iotune_ra_pressure_restart(struct iotune_ra_pressure *p,
+				uint64_t now_ms);
 
 /* per smbd process: prefetched bytes not yet read, memory pressure */
 struct iotune_ra_budget {

@@ -279,11 +279,9 @@ def test_adaptive_takes_over_under_memory_pressure(smbd, tmp_path):
     time.sleep(1.6)
     c = counters(smbd, share)
     # Linux's read-ahead switched off (RANDOM): at the open, or at a read
-    # when the pressure came; each takeover is an advice applied
+    # when the pressure came (ra_takeovers); both are advice applied
     advised = c['fadvise_calls'] - before['fadvise_calls']
-    taken = c['ra_takeovers'] - before['ra_takeovers']
     assert advised > 0, 'stalled %d us' % stall
-    assert advised >= taken
     assert c['ra_prefetch_calls'] > before['ra_prefetch_calls']
 
 

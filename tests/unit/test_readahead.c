@@ -327,12 +327,77 @@ static void test_pressure_samples(void **state)
 	iotune_ra_pressure_sample(&p, 2000, 10, 0);
 	assert_int_equal(p.permille, 0);
 	assert_true(p.stall_us == 10);
-	/* a clock that did not move: no verdict either */
-	iotune_ra_pressure_sample(&p, 2000, 1000000, 0);
-	assert_int_equal(p.permille, 0);
+	/* a clock that did not move: no interval, its average stands */
+	iotune_ra_pressure_sample(&p, 2000, 1000000, 70);
+	assert_int_equal(p.permille, 70);
 	/* a long interval is averaged over its length: 10 s, 0.5 s */
 	iotune_ra_pressure_sample(&p, 12000, 1000000 + 500000, 0);
 	assert_int_equal(p.permille, 50);
+}
+
+/*
+ * Samples come with reads: after an idle gap longer than avg10's window
+ * the earlier intervals are forgotten, and the sample is the larger of
+ * the gap's average and avg10.
+ */
+static void test_pressure_after_idle_gap(void **state)
+{
+	struct iotune_ra_pressure p = { 0 };
+	uint64_t t = 1000;
+	uint64_t stall = 0;
+
+	(void)state;
+	iotune_ra_pressure_sample(&p, t, stall, 0);
+	t += 200;
+	stall += 100000;		/* 500/1000 */
+	iotune_ra_pressure_sample(&p, t, stall, 0);
+	assert_int_equal(p.peak, 500);
+	/* exactly the window: still one of the recent intervals */
+	t += IOTUNE_RA_PRESSURE_STALE_MS;
+	iotune_ra_pressure_sample(&p, t, stall, 0);
+	assert_int_equal(p.peak, 500);
+	/* ten minutes idle, then memory is plentiful: the spike is gone */
+	t += 600000;
+	iotune_ra_pressure_sample(&p, t, stall, 0);
+	assert_int_equal(p.permille, 0);
+	assert_int_equal(p.peak, 0);
+	/* idle again, and now short: avg10 beats the diluted gap */
+	t += 60000;
+	stall += 60000;			/* 1/1000 of the gap */
+	iotune_ra_pressure_sample(&p, t, stall, 300);
+	assert_int_equal(p.permille, 300);
+	assert_int_equal(p.peak, 300);
+	/* the gap's own share when that is the larger */
+	t += 20000;
+	stall += 10000000;		/* 500/1000 */
+	iotune_ra_pressure_sample(&p, t, stall, 100);
+	assert_int_equal(p.permille, 500);
+}
+
+/*
+ * The adapter opens the counter again (its cgroup went away): the next
+ * sample is due after an interval, and takes avg10 even where the new
+ * counter's total is higher than the old one's.
+ */
+static void test_pressure_restart(void **state)
+{
+	struct iotune_ra_pressure p = { 0 };
+
+	(void)state;
+	iotune_ra_pressure_sample(&p, 1000, 1000, 0);
+	iotune_ra_pressure_sample(&p, 1200, 1000, 0);
+	assert_int_equal(p.peak, 0);
+	iotune_ra_pressure_restart(&p, 1300);
+	assert_false(iotune_ra_pressure_due(&p, 1300));
+	assert_false(iotune_ra_pressure_due(&p, 1499));
+	assert_true(iotune_ra_pressure_due(&p, 1500));
+	/* 90 s of stall more in 200 ms: another counter, not a verdict */
+	iotune_ra_pressure_sample(&p, 1500, 90000000, 20);
+	assert_int_equal(p.permille, 20);
+	assert_false(p.restart);
+	/* from here on, intervals of the new counter */
+	iotune_ra_pressure_sample(&p, 1700, 90000000 + 20000, 0);
+	assert_int_equal(p.permille, 100);
 }
 
 /* peak: the highest of the last IOTUNE_RA_CALM_SAMPLES intervals */
@@ -641,6 +706,8 @@ int main(void)
 		T(test_off_and_kernel_modes_never_prefetch),
 		T(test_client_hints),
 		T(test_pressure_samples),
+		T(test_pressure_after_idle_gap),
+		T(test_pressure_restart),
 		T(test_pressure_shrinks_and_regrows_windows),
 		T(test_pressure_ignored_when_off),
 		T(test_pressure_leaves_other_modes_alone),
