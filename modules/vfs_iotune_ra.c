@@ -334,11 +334,11 @@ static void iotune_ra_handover(struct iotune_share *share,
 			       struct iotune_file *file,
 			       enum iotune_ra_kernel kernel)
 {
+	int fd = fsp_get_io_fd(file->fsp);
 	int advice = POSIX_FADV_RANDOM;
 
 	if (kernel == IOTUNE_RA_KERNEL_KEEP ||
-	    share->config.fadvise != IOTUNE_FADVISE_NONE ||
-	    fsp_get_io_fd(file->fsp) == -1) {
+	    share->config.fadvise != IOTUNE_FADVISE_NONE || fd == -1) {
 		return;
 	}
 	if (kernel == IOTUNE_RA_KERNEL_ON) {
@@ -347,7 +347,7 @@ static void iotune_ra_handover(struct iotune_share *share,
 	}
 	DBG_DEBUG("%s: Linux's read-ahead %s\n", fsp_str_dbg(file->fsp),
 		  kernel == IOTUNE_RA_KERNEL_ON ? "back on" : "off");
-	iotune_advise(share, fsp_get_io_fd(file->fsp), advice);
+	iotune_advise(share, fd, advice);
 }
 
 /* A read of n bytes at off arrives: prefetch ahead, drop behind. */
