@@ -26,10 +26,27 @@ BACKENDS = {
     'control': 'control: a second share without iotune / the first '
                '(the noise floor of this machine)',
     'odirect': 'O_DIRECT share (`iotune:direct io = writes`)',
+    'odirect-control': 'O_DIRECT control: a second share of uncached '
+                       'direct writes / the first (the noise floor of '
+                       'the O_DIRECT column)',
     'glusterfs': 'GlusterFS through `vfs_glusterfs`',
     'fuse-wb-on': 'GlusterFS FUSE mount, GlusterFS write-behind on',
     'fuse-wb-off': 'GlusterFS FUSE mount, GlusterFS write-behind off',
 }
+
+
+# the pair of identical shares whose spread is printed under a column
+CONTROL_OF = {'odirect': 'odirect-control', 'pagecache': 'control',
+              'glusterfs': 'control'}
+
+
+def control_spread(cells, name):
+    """the lowest lower and the highest upper quartile of a control
+    pair's cells, or None"""
+    at = [c for c in cells if c['backend'] == name]
+    if not at:
+        return None
+    return (min(c['ratio_q1'] for c in at), max(c['ratio_q3'] for c in at))
 
 
 def first_line(cmd):
@@ -108,15 +125,16 @@ def ratio_table(cells, backend):
             cols.append('%.2f (%.2f-%.2f)' % (c['ratio'], c['ratio_q1'],
                                               c['ratio_q3']))
         lines.append('| %s | %s |' % (size_name(b), ' | '.join(cols)))
-    control = [c for c in cells if c['backend'] == 'control']
-    if backend != 'control' and control:
+    name = CONTROL_OF.get(backend, 'control')
+    control = [c for c in cells if c['backend'] == name]
+    if backend not in CONTROL_OF.values() and control:
         cols = []
         for d in depths:
             at = [c for c in control if c['depth'] == d]
             cols.append('%.2f-%.2f' % (min(c['ratio_q1'] for c in at),
                                        max(c['ratio_q3'] for c in at))
                         if at else '-')
-        lines.append('| control spread | %s |' % ' | '.join(cols))
+        lines.append('| %s spread | %s |' % (name, ' | '.join(cols)))
     return lines
 
 
@@ -286,11 +304,15 @@ def regression_rows(wm):
         if not any(c['backend'] == backend for c in wm['cells']):
             continue
         worst, _, clear, n = regression_summary(wm['cells'], backend)
+        spread = control_spread(wm['cells'], CONTROL_OF[backend])
         rows.append(('%s: no cell\'s upper quartile below 0.97' % backend,
                      '%d of %d' % (clear, n), 'met' if clear == 0 else
-                     'not met', 'worst median %.2f (%s x%d)' % (
+                     'not met', 'worst median %.2f (%s x%d)%s' % (
                          worst['ratio'], size_name(worst['block']),
-                         worst['depth'])))
+                         worst['depth'],
+                         '; %s spread %.2f-%.2f' % ((CONTROL_OF[backend],)
+                                                    + spread)
+                         if spread else '')))
     return rows
 
 

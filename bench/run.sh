@@ -5,7 +5,7 @@
 # instructions smbd runs per MiB written (callgrind), and the read-ahead
 # modes, drop-behind and random readers.  As root, on a machine
 # prepared by scripts/install-deps.sh (it is run first).  Not a test: it
-# takes about 45 minutes on a 2-core VM (--quick: fewer rounds and bytes).
+# takes about 60 minutes on a 2-core VM (--quick: fewer rounds and bytes).
 #
 #   bench/run.sh [--quick]
 #
@@ -31,7 +31,7 @@ fi
 out=build/bench
 mkdir -p "$out"
 /usr/bin/python3 bench/write_matrix.py --rounds "$rounds" --scale "$scale" \
-	--backends pagecache,control,odirect --gluster \
+	--backends pagecache,control,odirect,odirect-control --gluster \
 	--json "$out/write_matrix.json"
 /usr/bin/python3 bench/instructions.py --rounds "$insn_rounds" \
 	--json "$out/instructions.json"

@@ -12,6 +12,10 @@
 #   control     a second share without iotune / the first (not in the
 #               default run): what two identical shares measure on this
 #               machine, the noise floor of every other ratio
+#   odirect-control  a second share of uncached direct writes / the
+#               first: the noise floor of the O_DIRECT column (on this
+#               VM's disk a pair of identical direct-write shares keeps
+#               a bias of up to about 10% for a whole run)
 #   glusterfs   "vfs objects = iotune glusterfs" / "glusterfs" alone, on a
 #               single-brick GlusterFS volume (--gluster); and a share on
 #               a FUSE mount of the volume, without iotune, with Gluster's
@@ -59,6 +63,9 @@ LOCAL_SHARES = {
     'pc_iotune': {'vfs objects': 'iotune'},
     'dio_uncached': {'vfs objects': 'iotune', 'iotune:direct io': 'writes',
                      'iotune:write cache size': '0'},
+    'dio_uncached_b': {'vfs objects': 'iotune',
+                       'iotune:direct io': 'writes',
+                       'iotune:write cache size': '0'},
     'dio_iotune': {'vfs objects': 'iotune', 'iotune:direct io': 'writes'},
     'pc_sync': {'aio write size': '0'},
 }
@@ -67,6 +74,7 @@ PAIRS = {
     'pagecache': ('pc_iotune', 'pc_plain'),
     'odirect': ('dio_iotune', 'dio_uncached'),
     'control': ('pc_plain_b', 'pc_plain'),
+    'odirect-control': ('dio_uncached_b', 'dio_uncached'),
     'glusterfs': ('gl_iotune', 'gl_plain'),
     'fuse-wb-on': ('fuse_iotune', 'fuse_plain'),
     'fuse-wb-off': ('fuse_iotune', 'fuse_plain'),
@@ -387,7 +395,7 @@ def main():
     ap.add_argument('--depths', default=','.join(str(d) for d in DEPTHS))
     ap.add_argument('--backends', default='pagecache,odirect',
                     help='local shares to measure (pagecache, odirect, '
-                    'control); "" for none (with --gluster: GlusterFS '
+                    'control, odirect-control); "" for none (with --gluster: GlusterFS '
                     'only)')
     ap.add_argument('--gluster', action='store_true',
                     help='also GlusterFS (installs and starts it)')

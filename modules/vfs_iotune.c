@@ -323,7 +323,7 @@ static void iotune_file_destroy(void *p_data)
 	iotune_cache_file_gone(file);
 	iotune_dio_close(file);
 	if (p != NULL) {
-		/* prefetched, unread bytes leave the budget (again: no-op) */
+		/* prefetched, unread bytes leave the budget */
 		iotune_ra_close(&file->ra, &p->ra_budget);
 	}
 }

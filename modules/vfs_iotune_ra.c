@@ -387,9 +387,11 @@ void iotune_ra_on_read(struct vfs_handle_struct *handle,
 }
 
 /*
- * The handle closes: drop what the readers left, free the budget.  This
- * drop is done here, in the synchronous close: smbd may exit right after
- * the close, before a job of its thread pool would run.
+ * The handle closes: drop what the readers left.  This drop is done here,
+ * in the synchronous close: smbd may exit right after the close, before a
+ * job of its thread pool would run.  The budget is freed by the fsp
+ * extension's destructor (iotune_file_destroy), which runs at every end
+ * of the extension, this close included.
  */
 void iotune_ra_on_close(struct vfs_handle_struct *handle,
 			struct files_struct *fsp,
@@ -408,7 +410,6 @@ void iotune_ra_on_close(struct vfs_handle_struct *handle,
 					    POSIX_FADV_DONTNEED);
 		}
 	}
-	iotune_ra_close(&file->ra, &share->proc->ra_budget);
 }
 
 /* The share's read-ahead settings, from its options */
