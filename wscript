@@ -31,6 +31,7 @@ CORE_SOURCES = [
     'modules/wcache.c',
     'modules/wcache_flush.c',
     'modules/wcache_reserve.c',
+    'modules/rsvq.c',
     'modules/wcache_times.c',
     'modules/wcache_buf.c',
     'modules/config.c',
@@ -90,6 +91,7 @@ UNIT_TESTS = {
     'dio_probe': ['-Wl,--wrap=statx'],
     'dio_io': [],
     'passtab': [],
+    'rsvq': [],
 }
 
 WARNINGS = ['-Wall', '-Wextra', '-Wno-unused-parameter',

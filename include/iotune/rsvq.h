@@ -1,0 +1,123 @@
+/*
+ * iotune - the write cache's reservations made in batches, off the main
+ * thread (pure core, no Samba).  Designed and unit-tested here first
+ * (tests/unit/test_rsvq.c); the adapter does not use it yet: today a
+ * cached write reserves its bytes with one synchronous call
+ * (modules/wcache_reserve.c, docs/design.md "Reservation").
+ *
+ * One batch of reservation calls is on its way per cache at a time.  A
+ * write whose bytes are not known to be reserved is queued: the first
+ * starts a batch of its own; those that arrive while a batch is on its
+ * way join the next batch, which makes one call per contiguous run of
+ * their bytes (exactly their bytes: nothing ahead, nothing in a hole no
+ * write covers) when the one on its way has been answered.
+ *
+ * Rules (tests/unit/test_rsvq.c):
+ * - submit: a write into bytes known to be reserved, overlapping no
+ *   queued write, may be cached at once (CACHE).  Any other write is
+ *   QUEUED, behind every queued write: a queued write's verdict comes
+ *   from done(), and the verdicts of writes that overlap come in the
+ *   order the writes were submitted.  When the next batch is full
+ *   (IOTUNE_RSVQ_WRITES writes or IOTUNE_RSVQ_RUNS calls) the write is
+ *   not queued (BUSY): submit it again after a done(), and no later
+ *   write before it.  A queue that cannot reserve says THROUGH.
+ * - done: the answer of one call of the batch on its way.  When all of
+ *   its calls are answered, its writes are decided in submission order:
+ *   a write inside a call that succeeded may be cached (CACHE), one
+ *   inside a call that failed goes to disk uncached (THROUGH; ENOSPC or
+ *   EDQUOT, and the next write tries again).  Any other error means the
+ *   file system cannot reserve: every queued write, and every later
+ *   one, goes THROUGH.  The next batch starts (its calls come back in
+ *   out->calls); queued writes whose bytes the batch just reserved are
+ *   decided at once, as long as they lead the queue.
+ * - forget: the file's space changed (truncate, punched hole, a
+ *   client's allocation): nothing is known to be reserved, and a batch
+ *   on its way when it happened is made again when it is answered, as
+ *   its calls may have landed before the change.
+ * - Nothing is ever given back: only bytes of writes are reserved.
+ *
+ * Copyright (C) iotune authors 2026
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+
+#ifndef IOTUNE_RSVQ_H
+#define IOTUNE_RSVQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define IOTUNE_RSVQ_WRITES 16	/* writes one batch decides */
+#define IOTUNE_RSVQ_RUNS 4	/* calls one batch makes */
+
+struct iotune_rsvq_range {
+	uint64_t off;
+	uint64_t end;		/* exclusive; off == end: empty */
+};
+
+struct iotune_rsvq_batch {
+	unsigned n_writes;
+	uint64_t id[IOTUNE_RSVQ_WRITES];	/* in submission order */
+	struct iotune_rsvq_range w[IOTUNE_RSVQ_WRITES];
+	unsigned n_runs;
+	struct iotune_rsvq_range run[IOTUNE_RSVQ_RUNS];
+	int err[IOTUNE_RSVQ_RUNS];	/* each call's answer */
+	unsigned answered;		/* bit per answered call */
+	uint64_t epoch;			/* of the file's space at its start */
+};
+
+struct iotune_rsvq {
+	bool flying;			/* fly is on its way */
+	bool disabled;			/* the file system cannot reserve */
+	uint64_t epoch;			/* counts forget() */
+	struct iotune_rsvq_range known;	/* reserved, known */
+	struct iotune_rsvq_batch fly;
+	struct iotune_rsvq_batch next;	/* non-empty only while flying */
+};
+
+enum iotune_rsvq_verdict {
+	IOTUNE_RSVQ_CACHE,	/* its bytes are reserved: cache it */
+	IOTUNE_RSVQ_QUEUED,	/* a done() decides it */
+	IOTUNE_RSVQ_BUSY,	/* not queued: submit it again after a done() */
+	IOTUNE_RSVQ_THROUGH,	/* write it to disk, uncached */
+};
+
+/* the calls of a batch that starts: the adapter makes them now */
+struct iotune_rsvq_calls {
+	unsigned n;
+	struct iotune_rsvq_range run[IOTUNE_RSVQ_RUNS];
+};
+
+/* what one done() decided, in submission order, and what to call next */
+struct iotune_rsvq_decided {
+	unsigned n;
+	uint64_t id[2 * IOTUNE_RSVQ_WRITES];
+	enum iotune_rsvq_verdict verdict[2 * IOTUNE_RSVQ_WRITES];
+	bool cannot_reserve;	/* this answer disabled the queue */
+	struct iotune_rsvq_calls calls;
+};
+
+void iotune_rsvq_init(struct iotune_rsvq *q);
+
+/*
+ * A write of [off, end) with the caller's id.  QUEUED may come with
+ * calls to make (the write started a batch).
+ */
+enum iotune_rsvq_verdict iotune_rsvq_submit(struct iotune_rsvq *q,
+					    uint64_t id, uint64_t off,
+					    uint64_t end,
+					    struct iotune_rsvq_calls *calls);
+
+/*
+ * The answer (0 or an errno) of call number run of the batch on its
+ * way.  false: no such call is waiting for an answer (nothing changed).
+ */
+bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned run, int err,
+		      struct iotune_rsvq_decided *out);
+
+/* the file's space changed: nothing is known to be reserved */
+void iotune_rsvq_forget(struct iotune_rsvq *q);
+
+/* no batch on its way and no write queued */
+bool iotune_rsvq_idle(const struct iotune_rsvq *q);
+
+#endif /* IOTUNE_RSVQ_H */

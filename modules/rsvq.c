@@ -1,0 +1,274 @@
+/*
+ * iotune - the write cache's reservations made in batches, off the main
+ * thread: which writes wait, which calls a batch makes, and what its
+ * answers decide (pure core, no Samba).  The rules are in
+ * include/iotune/rsvq.h; not used by the adapter yet.
+ *
+ * Copyright (C) iotune authors 2026
+ *
+ * This program is free software; you can redistribute it and/or modify
+ * it under the terms of the GNU General Public License as published by
+ * the Free Software Foundation; either version 3 of the License, or
+ * (at your option) any later version.
+ *
+ * This program is distributed in the hope that it will be useful,
+ * but WITHOUT ANY WARRANTY; without even the implied warranty of
+ * MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+ * GNU General Public License for more details.
+ *
+ * You should have received a copy of the GNU General Public License
+ * along with this program.  If not, see <http://www.gnu.org/licenses/>.
+ */
+
+#include <errno.h>
+#include <string.h>
+
+#include "iotune/rsvq.h"
+#include "iotune/util.h"
+
+static bool touches(const struct iotune_rsvq_range *a, uint64_t off,
+		    uint64_t end)
+{
+	return a->end > a->off && a->off <= end && off <= a->end;
+}
+
+static bool overlaps(const struct iotune_rsvq_range *a, uint64_t off,
+		     uint64_t end)
+{
+	return a->off < end && off < a->end;
+}
+
+static bool covered(const struct iotune_rsvq_range *a, uint64_t off,
+		    uint64_t end)
+{
+	return a->end > a->off && off >= a->off && end <= a->end;
+}
+
+static bool batch_overlaps(const struct iotune_rsvq_batch *b, uint64_t off,
+			   uint64_t end)
+{
+	unsigned i;
+
+	for (i = 0; i < b->n_writes; i++) {
+		if (overlaps(&b->w[i], off, end)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Adds a write to a batch: its bytes join the runs they touch (a union
+ * of touching ranges has no gap, so a run holds only bytes of writes).
+ * false, and the batch unchanged, when it is full.
+ */
+static bool batch_add(struct iotune_rsvq_batch *b, uint64_t id,
+		      uint64_t off, uint64_t end)
+{
+	struct iotune_rsvq_range run[IOTUNE_RSVQ_RUNS + 1];
+	struct iotune_rsvq_range r = { .off = off, .end = end };
+	unsigned n = 0;
+	unsigned i;
+
+	if (b->n_writes == IOTUNE_RSVQ_WRITES) {
+		return false;
+	}
+	for (i = 0; i < b->n_runs; i++) {
+		if (touches(&b->run[i], r.off, r.end)) {
+			r.off = MIN(r.off, b->run[i].off);
+			r.end = MAX(r.end, b->run[i].end);
+			continue;
+		}
+		run[n++] = b->run[i];
+	}
+	if (n == IOTUNE_RSVQ_RUNS) {
+		return false;
+	}
+	run[n++] = r;
+	memcpy(b->run, run, n * sizeof(run[0]));
+	b->n_runs = n;
+	b->id[b->n_writes] = id;
+	b->w[b->n_writes] = (struct iotune_rsvq_range) { off, end };
+	b->n_writes++;
+	return true;
+}
+
+static void batch_calls(const struct iotune_rsvq_batch *b,
+			struct iotune_rsvq_calls *calls)
+{
+	calls->n = b->n_runs;
+	memcpy(calls->run, b->run, b->n_runs * sizeof(b->run[0]));
+}
+
+/* (Re)starts the batch in q->fly; its calls are to be made now */
+static void fly(struct iotune_rsvq *q, struct iotune_rsvq_calls *calls)
+{
+	q->flying = true;
+	q->fly.answered = 0;
+	q->fly.epoch = q->epoch;
+	batch_calls(&q->fly, calls);
+}
+
+static void remember(struct iotune_rsvq *q, const struct iotune_rsvq_range *r)
+{
+	if (touches(&q->known, r->off, r->end)) {
+		q->known.off = MIN(q->known.off, r->off);
+		q->known.end = MAX(q->known.end, r->end);
+		return;
+	}
+	q->known = *r;
+}
+
+static void decide(struct iotune_rsvq_decided *out, uint64_t id,
+		   enum iotune_rsvq_verdict verdict)
+{
+	out->id[out->n] = id;
+	out->verdict[out->n] = verdict;
+	out->n++;
+}
+
+/* the call of a batch whose run holds write i */
+static unsigned run_of(const struct iotune_rsvq_batch *b, unsigned i)
+{
+	unsigned r;
+
+	for (r = 0; r < b->n_runs; r++) {
+		if (covered(&b->run[r], b->w[i].off, b->w[i].end)) {
+			return r;
+		}
+	}
+	return 0;	/* not reached: runs are unions of the writes */
+}
+
+/* All calls of q->fly are answered: its writes' verdicts */
+static void decide_fly(struct iotune_rsvq *q, struct iotune_rsvq_decided *out)
+{
+	const struct iotune_rsvq_batch *b = &q->fly;
+	unsigned i;
+
+	for (i = 0; i < b->n_runs; i++) {
+		if (b->err[i] == 0) {
+			remember(q, &b->run[i]);
+			continue;
+		}
+		q->known = (struct iotune_rsvq_range) { 0, 0 };
+		if (b->err[i] != ENOSPC && b->err[i] != EDQUOT &&
+		    !q->disabled) {
+			q->disabled = true;
+			out->cannot_reserve = true;
+		}
+	}
+	for (i = 0; i < b->n_writes; i++) {
+		decide(out, b->id[i], b->err[run_of(b, i)] == 0 ?
+		       IOTUNE_RSVQ_CACHE : IOTUNE_RSVQ_THROUGH);
+	}
+}
+
+/*
+ * The queued writes follow: through when the queue cannot reserve;
+ * cached at once while the leading ones are known to be reserved; the
+ * rest start the next batch (its runs still hold the bytes of the writes
+ * decided here: calls over reserved bytes change nothing).
+ */
+static void start_next(struct iotune_rsvq *q, struct iotune_rsvq_decided *out)
+{
+	struct iotune_rsvq_batch *n = &q->next;
+	unsigned lead = 0;
+
+	q->flying = false;
+	for (; lead < n->n_writes; lead++) {
+		if (!q->disabled && !covered(&q->known, n->w[lead].off,
+					     n->w[lead].end)) {
+			break;
+		}
+		decide(out, n->id[lead], q->disabled ? IOTUNE_RSVQ_THROUGH :
+		       IOTUNE_RSVQ_CACHE);
+	}
+	if (lead < n->n_writes) {
+		q->fly = *n;
+		q->fly.n_writes = n->n_writes - lead;
+		memmove(q->fly.id, n->id + lead,
+			q->fly.n_writes * sizeof(n->id[0]));
+		memmove(q->fly.w, n->w + lead,
+			q->fly.n_writes * sizeof(n->w[0]));
+		fly(q, &out->calls);
+	}
+	*n = (struct iotune_rsvq_batch) { 0 };
+}
+
+void iotune_rsvq_init(struct iotune_rsvq *q)
+{
+	*q = (struct iotune_rsvq) { 0 };
+}
+
+enum iotune_rsvq_verdict iotune_rsvq_submit(struct iotune_rsvq *q,
+					    uint64_t id, uint64_t off,
+					    uint64_t end,
+					    struct iotune_rsvq_calls *calls)
+{
+	calls->n = 0;
+	if (q->disabled) {
+		return IOTUNE_RSVQ_THROUGH;
+	}
+	if (end <= off) {
+		return IOTUNE_RSVQ_CACHE;	/* nothing to reserve */
+	}
+	if (!q->flying) {
+		/* nothing is queued */
+		if (covered(&q->known, off, end)) {
+			return IOTUNE_RSVQ_CACHE;
+		}
+		q->fly = (struct iotune_rsvq_batch) { 0 };
+		(void)batch_add(&q->fly, id, off, end);
+		fly(q, calls);
+		return IOTUNE_RSVQ_QUEUED;
+	}
+	if (covered(&q->known, off, end) &&
+	    !batch_overlaps(&q->fly, off, end) &&
+	    !batch_overlaps(&q->next, off, end)) {
+		return IOTUNE_RSVQ_CACHE;
+	}
+	if (!batch_add(&q->next, id, off, end)) {
+		return IOTUNE_RSVQ_BUSY;
+	}
+	return IOTUNE_RSVQ_QUEUED;
+}
+
+bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned run, int err,
+		      struct iotune_rsvq_decided *out)
+{
+	unsigned all = 0;
+
+	out->n = 0;
+	out->cannot_reserve = false;
+	out->calls.n = 0;
+	if (!q->flying || run >= q->fly.n_runs ||
+	    (q->fly.answered & (1u << run)) != 0) {
+		return false;
+	}
+	q->fly.answered |= 1u << run;
+	q->fly.err[run] = err;
+	all = (1u << q->fly.n_runs) - 1;
+	if (q->fly.answered != all) {
+		return true;	/* the batch's other calls are on their way */
+	}
+	if (q->fly.epoch != q->epoch) {
+		/* the space changed meanwhile: what landed may be gone */
+		fly(q, &out->calls);
+		return true;
+	}
+	decide_fly(q, out);
+	start_next(q, out);
+	return true;
+}
+
+void iotune_rsvq_forget(struct iotune_rsvq *q)
+{
+	q->epoch++;
+	q->known = (struct iotune_rsvq_range) { 0, 0 };
+}
+
+bool iotune_rsvq_idle(const struct iotune_rsvq *q)
+{
+	return !q->flying;
+}

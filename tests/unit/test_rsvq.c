@@ -1,0 +1,491 @@
+/*
+ * Unit tests of the write cache's batched reservations
+ * (include/iotune/rsvq.h): a batch's calls, writes joining the next
+ * batch, order behind overlapping queued writes, ENOSPC in one call of
+ * a batch, a file system that cannot reserve, a change of the file's
+ * space while a batch is on its way, full batches, answers that match no
+ * call, and a randomized model that checks every verdict against the
+ * bytes a model disk holds reserved.
+ *
+ * Copyright (C) iotune authors 2026
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "iotune/rsvq.h"
+
+#define K 1024ULL
+
+static struct iotune_rsvq q;
+static struct iotune_rsvq_calls calls;
+static struct iotune_rsvq_decided out;
+
+static int setup(void **state)
+{
+	iotune_rsvq_init(&q);
+	memset(&calls, 0, sizeof(calls));
+	memset(&out, 0, sizeof(out));
+	return 0;
+}
+
+static enum iotune_rsvq_verdict submit(uint64_t id, uint64_t off,
+				       uint64_t end)
+{
+	return iotune_rsvq_submit(&q, id, off, end, &calls);
+}
+
+static void assert_call(const struct iotune_rsvq_calls *c, unsigned i,
+			uint64_t off, uint64_t end)
+{
+	assert_true(i < c->n);
+	assert_int_equal(c->run[i].off, off);
+	assert_int_equal(c->run[i].end, end);
+}
+
+static void assert_decided(unsigned i, uint64_t id,
+			   enum iotune_rsvq_verdict verdict)
+{
+	assert_true(i < out.n);
+	assert_int_equal(out.id[i], id);
+	assert_int_equal(out.verdict[i], verdict);
+}
+
+static void test_first_write_makes_one_call(void **state)
+{
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(calls.n, 1);
+	assert_call(&calls, 0, 0, 4 * K);
+	assert_false(iotune_rsvq_idle(&q));
+
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 1);
+	assert_decided(0, 1, IOTUNE_RSVQ_CACHE);
+	assert_int_equal(out.calls.n, 0);
+	assert_true(iotune_rsvq_idle(&q));
+
+	/* a rewrite inside reserved bytes makes no call */
+	assert_int_equal(submit(2, 1 * K, 2 * K), IOTUNE_RSVQ_CACHE);
+	assert_int_equal(calls.n, 0);
+	/* bytes past them do */
+	assert_int_equal(submit(3, 2 * K, 6 * K), IOTUNE_RSVQ_QUEUED);
+	assert_call(&calls, 0, 2 * K, 6 * K);
+}
+
+static void test_writes_in_flight_join_the_next_batch(void **state)
+{
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(calls.n, 0);	/* waits for the batch on its way */
+	assert_int_equal(submit(3, 64 * K, 68 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(4, 8 * K, 12 * K), IOTUNE_RSVQ_QUEUED);
+
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 1);
+	assert_decided(0, 1, IOTUNE_RSVQ_CACHE);
+	/* one call per contiguous run of the queued writes' bytes */
+	assert_int_equal(out.calls.n, 2);
+	assert_call(&out.calls, 0, 64 * K, 68 * K);
+	assert_call(&out.calls, 1, 4 * K, 12 * K);
+
+	/* the first answer of two decides nothing */
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	assert_int_equal(out.n, 0);
+	assert_int_equal(out.calls.n, 0);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 3);
+	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 3, IOTUNE_RSVQ_CACHE);
+	assert_decided(2, 4, IOTUNE_RSVQ_CACHE);
+	assert_true(iotune_rsvq_idle(&q));
+}
+
+/* a write that bridges two runs makes them one call */
+static void test_a_bridging_write_joins_runs(void **state)
+{
+	assert_int_equal(submit(1, 100 * K, 104 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(3, 8 * K, 12 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(4, 2 * K, 10 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.calls.n, 1);
+	assert_call(&out.calls, 0, 0, 12 * K);
+}
+
+static void test_order_behind_overlapping_queued_writes(void **state)
+{
+	assert_int_equal(submit(1, 0, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+
+	/* reaches past [0, 8K): a batch of its own */
+	assert_int_equal(submit(5, 4 * K, 12 * K), IOTUNE_RSVQ_QUEUED);
+	/* reserved, and overlapping nothing queued: at once */
+	assert_int_equal(submit(6, 0, 2 * K), IOTUNE_RSVQ_CACHE);
+	/* reserved, but write 5 overlaps it and was first: behind it */
+	assert_int_equal(submit(7, 4 * K, 6 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(calls.n, 0);
+
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	/* write 7's bytes are reserved now: decided without a call */
+	assert_int_equal(out.n, 2);
+	assert_decided(0, 5, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 7, IOTUNE_RSVQ_CACHE);
+	assert_int_equal(out.calls.n, 0);
+	assert_true(iotune_rsvq_idle(&q));
+}
+
+/* only the leading reserved writes are decided before the next batch */
+static void test_reserved_writes_behind_a_new_one_wait(void **state)
+{
+	assert_int_equal(submit(1, 0, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 16 * K, 20 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(3, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 1);
+	assert_decided(0, 1, IOTUNE_RSVQ_CACHE);
+	assert_int_equal(out.calls.n, 2);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	assert_int_equal(out.n, 2);
+	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 3, IOTUNE_RSVQ_CACHE);
+}
+
+static void test_no_space_in_one_call_of_a_batch(void **state)
+{
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(3, 1024 * K, 1028 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_call(&out.calls, 0, 4 * K, 8 * K);
+	assert_call(&out.calls, 1, 1024 * K, 1028 * K);
+
+	assert_true(iotune_rsvq_done(&q, 0, ENOSPC, &out));
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	assert_int_equal(out.n, 2);
+	assert_decided(0, 2, IOTUNE_RSVQ_THROUGH);
+	assert_decided(1, 3, IOTUNE_RSVQ_CACHE);
+	assert_false(out.cannot_reserve);
+	assert_true(iotune_rsvq_idle(&q));
+
+	/* the call that succeeded is known; the next write tries again */
+	assert_int_equal(submit(4, 1025 * K, 1026 * K), IOTUNE_RSVQ_CACHE);
+	assert_int_equal(submit(5, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_call(&calls, 0, 4 * K, 8 * K);
+	assert_true(iotune_rsvq_done(&q, 0, EDQUOT, &out));
+	assert_decided(0, 5, IOTUNE_RSVQ_THROUGH);
+	assert_int_equal(submit(6, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+}
+
+static void test_cannot_reserve_sends_everything_through(void **state)
+{
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(3, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 0, EOPNOTSUPP, &out));
+	assert_true(out.cannot_reserve);
+	assert_int_equal(out.n, 3);
+	assert_decided(0, 1, IOTUNE_RSVQ_THROUGH);
+	assert_decided(1, 2, IOTUNE_RSVQ_THROUGH);
+	assert_decided(2, 3, IOTUNE_RSVQ_THROUGH);
+	assert_int_equal(out.calls.n, 0);
+	assert_true(iotune_rsvq_idle(&q));
+	assert_int_equal(submit(4, 0, 4 * K), IOTUNE_RSVQ_THROUGH);
+	assert_int_equal(calls.n, 0);
+}
+
+static void test_forget_while_a_batch_is_on_its_way(void **state)
+{
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	iotune_rsvq_forget(&q);
+	/* the call may have landed before the truncate: made again */
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 0);
+	assert_int_equal(out.calls.n, 1);
+	assert_call(&out.calls, 0, 0, 4 * K);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 1);
+	assert_decided(0, 1, IOTUNE_RSVQ_CACHE);
+	assert_call(&out.calls, 0, 4 * K, 8 * K);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
+
+	/* after a forget, reserved bytes are not known any more */
+	iotune_rsvq_forget(&q);
+	assert_int_equal(submit(3, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(calls.n, 1);
+}
+
+static void test_full_batches_are_busy(void **state)
+{
+	uint64_t i;
+
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	/* IOTUNE_RSVQ_RUNS disjoint runs */
+	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
+		assert_int_equal(submit(10 + i, 100 * K * (i + 1),
+					100 * K * (i + 1) + 4 * K),
+				 IOTUNE_RSVQ_QUEUED);
+	}
+	assert_int_equal(submit(20, 50 * K, 54 * K), IOTUNE_RSVQ_BUSY);
+	/* not queued */
+	assert_int_equal(q.next.n_writes, IOTUNE_RSVQ_RUNS);
+	assert_int_equal(q.next.n_runs, IOTUNE_RSVQ_RUNS);
+	/* one that joins a run still fits */
+	assert_int_equal(submit(21, 104 * K, 108 * K), IOTUNE_RSVQ_QUEUED);
+	/* up to IOTUNE_RSVQ_WRITES writes */
+	for (i = IOTUNE_RSVQ_RUNS + 1; i < IOTUNE_RSVQ_WRITES; i++) {
+		assert_int_equal(submit(30 + i, 100 * K, 101 * K),
+				 IOTUNE_RSVQ_QUEUED);
+	}
+	assert_int_equal(submit(99, 100 * K, 101 * K), IOTUNE_RSVQ_BUSY);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.calls.n, IOTUNE_RSVQ_RUNS);
+	/* room again */
+	assert_int_equal(submit(20, 50 * K, 54 * K), IOTUNE_RSVQ_QUEUED);
+}
+
+static void test_answers_that_match_no_call(void **state)
+{
+	assert_false(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 0);
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 8 * K, 12 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(3, 16 * K, 20 * K), IOTUNE_RSVQ_QUEUED);
+	assert_false(iotune_rsvq_done(&q, 1, 0, &out));	/* one call */
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.calls.n, 2);
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	assert_false(iotune_rsvq_done(&q, 1, 0, &out));	/* twice */
+	assert_int_equal(out.n, 0);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 2);
+	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 3, IOTUNE_RSVQ_CACHE);
+	assert_false(iotune_rsvq_done(&q, 0, 0, &out));	/* all done */
+}
+
+/*
+ * Randomized: writes in a 64-unit file, answers in any order, ENOSPC now
+ * and then, truncates (forget).  A model disk holds the units reserved:
+ * a call reserves its units when it is answered with success, unless a
+ * truncate came after it was made (it may have landed before it), and a
+ * truncate frees every unit.  Checks: every write is decided once; a
+ * write is cached only when every unit of it is reserved on the model
+ * disk; writes that overlap are decided in submission order; a call
+ * covers only units of submitted writes; BUSY writes wait in order.
+ */
+#define UNITS 64
+#define WRITES 20000
+
+struct model {
+	bool reserved[UNITS];
+	bool written[UNITS];	/* of some submitted write */
+	uint64_t off[WRITES + 1];
+	uint64_t end[WRITES + 1];
+	int state[WRITES + 1];	/* 0 new, 1 waits, 2 decided */
+	struct iotune_rsvq_calls fly;
+	uint64_t fly_truncates[IOTUNE_RSVQ_RUNS];
+	bool answered[IOTUNE_RSVQ_RUNS];
+	uint64_t truncates;
+	uint64_t fifo_head;	/* first write not yet accepted */
+	uint64_t n;		/* writes made */
+	unsigned cached, queued, busy, through, again;
+};
+
+static void model_decide(struct model *m, uint64_t id,
+			 enum iotune_rsvq_verdict v)
+{
+	uint64_t i;
+	uint64_t u;
+
+	assert_true(id >= 1 && id <= m->n);
+	assert_int_not_equal(m->state[id], 2);
+	for (i = 1; i < id; i++) {
+		if (m->off[i] < m->end[id] && m->off[id] < m->end[i]) {
+			assert_int_equal(m->state[i], 2);
+		}
+	}
+	if (v == IOTUNE_RSVQ_CACHE) {
+		for (u = m->off[id]; u < m->end[id]; u++) {
+			assert_true(m->reserved[u]);
+		}
+		m->cached++;
+	} else {
+		assert_int_equal(v, IOTUNE_RSVQ_THROUGH);
+		m->through++;
+	}
+	m->state[id] = 2;
+}
+
+static void model_fly(struct model *m, const struct iotune_rsvq_calls *c)
+{
+	unsigned i;
+	uint64_t u;
+
+	if (c->n == 0) {
+		return;
+	}
+	m->fly = *c;
+	for (i = 0; i < c->n; i++) {
+		for (u = c->run[i].off; u < c->run[i].end; u++) {
+			assert_true(u < UNITS && m->written[u]);
+		}
+		m->fly_truncates[i] = m->truncates;
+		m->answered[i] = false;
+	}
+}
+
+static void model_submit(struct model *m)
+{
+	struct iotune_rsvq_calls c;
+	enum iotune_rsvq_verdict v;
+	uint64_t id;
+
+	while (m->fifo_head <= m->n) {
+		id = m->fifo_head;
+		v = iotune_rsvq_submit(&q, id, m->off[id], m->end[id], &c);
+		if (v == IOTUNE_RSVQ_BUSY) {
+			m->busy++;
+			assert_int_equal(c.n, 0);
+			return;
+		}
+		m->fifo_head++;
+		if (v == IOTUNE_RSVQ_QUEUED) {
+			m->queued++;
+			m->state[id] = 1;
+			model_fly(m, &c);
+			continue;
+		}
+		model_decide(m, id, v);
+	}
+}
+
+static void model_answer(struct model *m, unsigned run, int err)
+{
+	uint64_t u;
+	unsigned i;
+
+	m->answered[run] = true;
+	if (err == 0 && m->fly_truncates[run] == m->truncates) {
+		for (u = m->fly.run[run].off; u < m->fly.run[run].end; u++) {
+			m->reserved[u] = true;
+		}
+	}
+	assert_true(iotune_rsvq_done(&q, run, err, &out));
+	for (i = 0; i < out.n; i++) {
+		model_decide(m, out.id[i], out.verdict[i]);
+	}
+	if (out.n == 0 && out.calls.n > 0) {
+		m->again++;
+	}
+	if (out.n > 0 || out.calls.n > 0) {
+		m->fly.n = 0;	/* every call of the batch was answered */
+		model_fly(m, &out.calls);
+	}
+}
+
+static bool model_pick_call(const struct model *m, unsigned *run)
+{
+	unsigned start = (unsigned)rand() % IOTUNE_RSVQ_RUNS;
+	unsigned i;
+
+	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
+		*run = (start + i) % IOTUNE_RSVQ_RUNS;
+		if (*run < m->fly.n && !m->answered[*run]) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static void model_new_write(struct model *m)
+{
+	uint64_t off = (uint64_t)rand() % (UNITS - 4);
+	uint64_t u;
+
+	m->n++;
+	m->off[m->n] = off;
+	m->end[m->n] = off + 1 + (uint64_t)rand() % 4;
+	for (u = m->off[m->n]; u < m->end[m->n]; u++) {
+		m->written[u] = true;
+	}
+}
+
+static void test_randomized_model(void **state)
+{
+	struct model *m = calloc(1, sizeof(*m));
+	unsigned run;
+	uint64_t i;
+	int r;
+
+	assert_non_null(m);
+	srand(7);
+	m->fifo_head = 1;
+	while (m->n < WRITES) {
+		r = rand() % 100;
+		if (r < 50) {
+			model_new_write(m);
+		} else if (r < 97 && model_pick_call(m, &run)) {
+			model_answer(m, run, rand() % 25 == 0 ? ENOSPC : 0);
+		} else if (r >= 97) {
+			m->truncates++;
+			memset(m->reserved, 0, sizeof(m->reserved));
+			iotune_rsvq_forget(&q);
+		}
+		model_submit(m);
+	}
+	while (model_pick_call(m, &run) || m->fifo_head <= m->n) {
+		assert_true(model_pick_call(m, &run));
+		model_answer(m, run, 0);
+		model_submit(m);
+	}
+	assert_true(iotune_rsvq_idle(&q));
+	for (i = 1; i <= m->n; i++) {
+		assert_int_equal(m->state[i], 2);
+	}
+	/* every path came up often */
+	assert_true(m->cached > 1000);
+	assert_true(m->queued > 1000);
+	assert_true(m->busy > 100);
+	assert_true(m->through > 100);
+	assert_true(m->again > 100);
+	free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_first_write_makes_one_call, setup),
+		cmocka_unit_test_setup(
+			test_writes_in_flight_join_the_next_batch, setup),
+		cmocka_unit_test_setup(test_a_bridging_write_joins_runs,
+				       setup),
+		cmocka_unit_test_setup(
+			test_order_behind_overlapping_queued_writes, setup),
+		cmocka_unit_test_setup(
+			test_reserved_writes_behind_a_new_one_wait, setup),
+		cmocka_unit_test_setup(test_no_space_in_one_call_of_a_batch,
+				       setup),
+		cmocka_unit_test_setup(
+			test_cannot_reserve_sends_everything_through, setup),
+		cmocka_unit_test_setup(
+			test_forget_while_a_batch_is_on_its_way, setup),
+		cmocka_unit_test_setup(test_full_batches_are_busy, setup),
+		cmocka_unit_test_setup(test_answers_that_match_no_call,
+				       setup),
+		cmocka_unit_test_setup(test_randomized_model, setup),
+	};
+
+	return cmocka_run_group_tests_name("rsvq", tests, NULL, NULL);
+}
