@@ -47,7 +47,7 @@ static bool covered(const struct iotune_rsvq_range *a, uint64_t off,
 static bool batch_overlaps(const struct iotune_rsvq_batch *b, uint64_t off,
 			   uint64_t end)
 {
-	unsigned i;
+	unsigned int i;
 
 	for (i = 0; i < b->n_writes; i++) {
 		if (overlaps(&b->w[i], off, end)) {
@@ -67,8 +67,8 @@ static bool batch_add(struct iotune_rsvq_batch *b, uint64_t id,
 {
 	struct iotune_rsvq_range run[IOTUNE_RSVQ_RUNS + 1];
 	struct iotune_rsvq_range r = { .off = off, .end = end };
-	unsigned n = 0;
-	unsigned i;
+	unsigned int n = 0;
+	unsigned int i;
 
 	if (b->n_writes == IOTUNE_RSVQ_WRITES) {
 		return false;
@@ -128,27 +128,35 @@ static void decide(struct iotune_rsvq_decided *out, uint64_t id,
 }
 
 /* the call of a batch whose run holds write i */
-static unsigned run_of(const struct iotune_rsvq_batch *b, unsigned i)
+static unsigned int run_of(const struct iotune_rsvq_batch *b,
+			   unsigned int i)
 {
-	unsigned r;
+	unsigned int r;
 
 	for (r = 0; r < b->n_runs; r++) {
 		if (covered(&b->run[r], b->w[i].off, b->w[i].end)) {
 			return r;
 		}
 	}
-	return 0;	/* not reached: runs are unions of the writes */
+	/*
+	 * Not reached: a batch's runs are unions of its writes' bytes, so
+	 * one of them holds each write whole.
+	 */
+	return 0;
 }
 
-/* All calls of q->fly are answered: its writes' verdicts */
+/*
+ * All calls of q->fly are answered: its writes' verdicts.  A failed call
+ * makes nothing known (whatever its place in the batch); a call that
+ * succeeded is known after that.
+ */
 static void decide_fly(struct iotune_rsvq *q, struct iotune_rsvq_decided *out)
 {
 	const struct iotune_rsvq_batch *b = &q->fly;
-	unsigned i;
+	unsigned int i;
 
 	for (i = 0; i < b->n_runs; i++) {
 		if (b->err[i] == 0) {
-			remember(q, &b->run[i]);
 			continue;
 		}
 		q->known = (struct iotune_rsvq_range) { 0, 0 };
@@ -158,42 +166,57 @@ static void decide_fly(struct iotune_rsvq *q, struct iotune_rsvq_decided *out)
 			out->cannot_reserve = true;
 		}
 	}
+	for (i = 0; i < b->n_runs; i++) {
+		if (b->err[i] == 0) {
+			remember(q, &b->run[i]);
+		}
+	}
 	for (i = 0; i < b->n_writes; i++) {
 		decide(out, b->id[i], b->err[run_of(b, i)] == 0 ?
 		       IOTUNE_RSVQ_CACHE : IOTUNE_RSVQ_THROUGH);
 	}
 }
 
+static bool batch_known(const struct iotune_rsvq *q,
+			const struct iotune_rsvq_batch *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->n_writes; i++) {
+		if (!covered(&q->known, b->w[i].off, b->w[i].end)) {
+			return false;
+		}
+	}
+	return true;
+}
+
 /*
- * The queued writes follow: through when the queue cannot reserve;
- * cached at once while the leading ones are known to be reserved; the
- * rest start the next batch (its runs still hold the bytes of the writes
- * decided here: calls over reserved bytes change nothing).
+ * The queued writes follow: through when the queue cannot reserve,
+ * cached at once when the batch just answered reserved all of their
+ * bytes; else they go as the next batch, whole.  (Deciding only some of
+ * them now would leave calls for bytes no waiting write covers, or a
+ * rest whose runs no longer fit: a decided write may have bridged them.)
  */
 static void start_next(struct iotune_rsvq *q, struct iotune_rsvq_decided *out)
 {
 	struct iotune_rsvq_batch *n = &q->next;
-	unsigned lead = 0;
+	unsigned int i;
 
 	q->flying = false;
-	for (; lead < n->n_writes; lead++) {
-		if (!q->disabled && !covered(&q->known, n->w[lead].off,
-					     n->w[lead].end)) {
-			break;
+	if (n->n_writes == 0) {
+		return;
+	}
+	if (q->disabled || batch_known(q, n)) {
+		for (i = 0; i < n->n_writes; i++) {
+			decide(out, n->id[i], q->disabled ?
+			       IOTUNE_RSVQ_THROUGH : IOTUNE_RSVQ_CACHE);
 		}
-		decide(out, n->id[lead], q->disabled ? IOTUNE_RSVQ_THROUGH :
-		       IOTUNE_RSVQ_CACHE);
+		*n = (struct iotune_rsvq_batch) { 0 };
+		return;
 	}
-	if (lead < n->n_writes) {
-		q->fly = *n;
-		q->fly.n_writes = n->n_writes - lead;
-		memmove(q->fly.id, n->id + lead,
-			q->fly.n_writes * sizeof(n->id[0]));
-		memmove(q->fly.w, n->w + lead,
-			q->fly.n_writes * sizeof(n->w[0]));
-		fly(q, &out->calls);
-	}
+	q->fly = *n;
 	*n = (struct iotune_rsvq_batch) { 0 };
+	fly(q, &out->calls);
 }
 
 void iotune_rsvq_init(struct iotune_rsvq *q)
@@ -207,10 +230,10 @@ enum iotune_rsvq_verdict iotune_rsvq_submit(struct iotune_rsvq *q,
 					    struct iotune_rsvq_calls *calls)
 {
 	calls->n = 0;
-	if (q->disabled) {
-		return IOTUNE_RSVQ_THROUGH;
+	if (q->disabled || end < off) {
+		return IOTUNE_RSVQ_THROUGH;	/* (end < off: fails there) */
 	}
-	if (end <= off) {
+	if (end == off) {
 		return IOTUNE_RSVQ_CACHE;	/* nothing to reserve */
 	}
 	if (!q->flying) {
@@ -234,10 +257,10 @@ enum iotune_rsvq_verdict iotune_rsvq_submit(struct iotune_rsvq *q,
 	return IOTUNE_RSVQ_QUEUED;
 }
 
-bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned run, int err,
+bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
 		      struct iotune_rsvq_decided *out)
 {
-	unsigned all = 0;
+	unsigned int all;
 
 	out->n = 0;
 	out->cannot_reserve = false;

@@ -26,10 +26,11 @@
  *   a write inside a call that succeeded may be cached (CACHE), one
  *   inside a call that failed goes to disk uncached (THROUGH; ENOSPC or
  *   EDQUOT, and the next write tries again).  Any other error means the
- *   file system cannot reserve: every queued write, and every later
- *   one, goes THROUGH.  The next batch starts (its calls come back in
- *   out->calls); queued writes whose bytes the batch just reserved are
- *   decided at once, as long as they lead the queue.
+ *   file system cannot reserve: the writes of the batch's failed calls,
+ *   every write of the next batch and every later one go THROUGH.  Then
+ *   the next batch: decided at once when the batch just answered
+ *   reserved all of its bytes, else its calls start (out->calls), for
+ *   all of its writes: a call covers only bytes of writes that wait.
  * - forget: the file's space changed (truncate, punched hole, a
  *   client's allocation): nothing is known to be reserved, and a batch
  *   on its way when it happened is made again when it is answered, as
@@ -55,13 +56,13 @@ struct iotune_rsvq_range {
 };
 
 struct iotune_rsvq_batch {
-	unsigned n_writes;
+	unsigned int n_writes;
 	uint64_t id[IOTUNE_RSVQ_WRITES];	/* in submission order */
 	struct iotune_rsvq_range w[IOTUNE_RSVQ_WRITES];
-	unsigned n_runs;
+	unsigned int n_runs;
 	struct iotune_rsvq_range run[IOTUNE_RSVQ_RUNS];
 	int err[IOTUNE_RSVQ_RUNS];	/* each call's answer */
-	unsigned answered;		/* bit per answered call */
+	unsigned int answered;		/* bit per answered call */
 	uint64_t epoch;			/* of the file's space at its start */
 };
 
@@ -83,13 +84,13 @@ enum iotune_rsvq_verdict {
 
 /* the calls of a batch that starts: the adapter makes them now */
 struct iotune_rsvq_calls {
-	unsigned n;
+	unsigned int n;
 	struct iotune_rsvq_range run[IOTUNE_RSVQ_RUNS];
 };
 
 /* what one done() decided, in submission order, and what to call next */
 struct iotune_rsvq_decided {
-	unsigned n;
+	unsigned int n;
 	uint64_t id[2 * IOTUNE_RSVQ_WRITES];
 	enum iotune_rsvq_verdict verdict[2 * IOTUNE_RSVQ_WRITES];
 	bool cannot_reserve;	/* this answer disabled the queue */
@@ -111,7 +112,7 @@ enum iotune_rsvq_verdict iotune_rsvq_submit(struct iotune_rsvq *q,
  * The answer (0 or an errno) of call number run of the batch on its
  * way.  false: no such call is waiting for an answer (nothing changed).
  */
-bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned run, int err,
+bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
 		      struct iotune_rsvq_decided *out);
 
 /* the file's space changed: nothing is known to be reserved */

@@ -143,8 +143,12 @@ static void test_order_behind_overlapping_queued_writes(void **state)
 	assert_true(iotune_rsvq_idle(&q));
 }
 
-/* only the leading reserved writes are decided before the next batch */
-static void test_reserved_writes_behind_a_new_one_wait(void **state)
+/*
+ * A queued write whose bytes became known meanwhile still goes with its
+ * batch when another write of the batch needs a call: the batch goes
+ * whole, and its calls cover only bytes of writes that wait.
+ */
+static void test_a_batch_goes_whole(void **state)
 {
 	assert_int_equal(submit(1, 0, 8 * K), IOTUNE_RSVQ_QUEUED);
 	assert_int_equal(submit(2, 16 * K, 20 * K), IOTUNE_RSVQ_QUEUED);
@@ -153,14 +157,19 @@ static void test_reserved_writes_behind_a_new_one_wait(void **state)
 	assert_int_equal(out.n, 1);
 	assert_decided(0, 1, IOTUNE_RSVQ_CACHE);
 	assert_int_equal(out.calls.n, 2);
+	assert_call(&out.calls, 0, 16 * K, 20 * K);
+	assert_call(&out.calls, 1, 0, 4 * K);
 	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 0);
+	assert_int_equal(out.calls.n, 0);
 	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
 	assert_int_equal(out.n, 2);
 	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
 	assert_decided(1, 3, IOTUNE_RSVQ_CACHE);
 }
 
-static void test_no_space_in_one_call_of_a_batch(void **state)
+/* a batch of writes 2 and 3, calls [4K, 8K) and [1M, 1M + 4K) */
+static void two_calls(void)
 {
 	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
 	assert_int_equal(submit(2, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
@@ -168,8 +177,13 @@ static void test_no_space_in_one_call_of_a_batch(void **state)
 	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
 	assert_call(&out.calls, 0, 4 * K, 8 * K);
 	assert_call(&out.calls, 1, 1024 * K, 1028 * K);
+}
 
+static void test_no_space_in_one_call_of_a_batch(void **state)
+{
+	two_calls();
 	assert_true(iotune_rsvq_done(&q, 0, ENOSPC, &out));
+	assert_int_equal(out.n, 0);
 	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
 	assert_int_equal(out.n, 2);
 	assert_decided(0, 2, IOTUNE_RSVQ_THROUGH);
@@ -184,6 +198,18 @@ static void test_no_space_in_one_call_of_a_batch(void **state)
 	assert_true(iotune_rsvq_done(&q, 0, EDQUOT, &out));
 	assert_decided(0, 5, IOTUNE_RSVQ_THROUGH);
 	assert_int_equal(submit(6, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+}
+
+/* what is known after a failed call does not depend on its place */
+static void test_no_space_in_the_last_call(void **state)
+{
+	two_calls();
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_true(iotune_rsvq_done(&q, 1, ENOSPC, &out));
+	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 3, IOTUNE_RSVQ_THROUGH);
+	assert_int_equal(submit(4, 5 * K, 6 * K), IOTUNE_RSVQ_CACHE);
+	assert_int_equal(submit(5, 1025 * K, 1026 * K), IOTUNE_RSVQ_QUEUED);
 }
 
 static void test_cannot_reserve_sends_everything_through(void **state)
@@ -201,6 +227,22 @@ static void test_cannot_reserve_sends_everything_through(void **state)
 	assert_true(iotune_rsvq_idle(&q));
 	assert_int_equal(submit(4, 0, 4 * K), IOTUNE_RSVQ_THROUGH);
 	assert_int_equal(calls.n, 0);
+}
+
+/* a call that succeeded still counts when another of its batch cannot */
+static void test_cannot_reserve_in_one_call(void **state)
+{
+	two_calls();
+	assert_int_equal(submit(4, 8 * K, 12 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	assert_true(iotune_rsvq_done(&q, 0, EOPNOTSUPP, &out));
+	assert_true(out.cannot_reserve);
+	assert_int_equal(out.n, 3);
+	assert_decided(0, 2, IOTUNE_RSVQ_THROUGH);
+	assert_decided(1, 3, IOTUNE_RSVQ_CACHE);
+	assert_decided(2, 4, IOTUNE_RSVQ_THROUGH);	/* the next batch */
+	assert_int_equal(out.calls.n, 0);
+	assert_int_equal(submit(5, 1025 * K, 1026 * K), IOTUNE_RSVQ_THROUGH);
 }
 
 static void test_forget_while_a_batch_is_on_its_way(void **state)
@@ -226,33 +268,79 @@ static void test_forget_while_a_batch_is_on_its_way(void **state)
 	assert_int_equal(calls.n, 1);
 }
 
-static void test_full_batches_are_busy(void **state)
+/* between the answers of a batch of two calls, with a next batch */
+static void test_forget_between_answers(void **state)
+{
+	two_calls();
+	assert_int_equal(submit(4, 0, 2 * K), IOTUNE_RSVQ_CACHE);
+	assert_int_equal(submit(5, 6 * K, 10 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	iotune_rsvq_forget(&q);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	/* both calls again, nothing decided */
+	assert_int_equal(out.n, 0);
+	assert_int_equal(out.calls.n, 2);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	assert_int_equal(out.n, 2);
+	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 3, IOTUNE_RSVQ_CACHE);
+	assert_int_equal(out.calls.n, 1);
+	assert_call(&out.calls, 0, 6 * K, 10 * K);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_decided(0, 5, IOTUNE_RSVQ_CACHE);
+}
+
+static void test_full_runs_are_busy(void **state)
 {
 	uint64_t i;
 
 	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
-	/* IOTUNE_RSVQ_RUNS disjoint runs */
 	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
 		assert_int_equal(submit(10 + i, 100 * K * (i + 1),
 					100 * K * (i + 1) + 4 * K),
 				 IOTUNE_RSVQ_QUEUED);
 	}
-	assert_int_equal(submit(20, 50 * K, 54 * K), IOTUNE_RSVQ_BUSY);
-	/* not queued */
-	assert_int_equal(q.next.n_writes, IOTUNE_RSVQ_RUNS);
-	assert_int_equal(q.next.n_runs, IOTUNE_RSVQ_RUNS);
-	/* one that joins a run still fits */
-	assert_int_equal(submit(21, 104 * K, 108 * K), IOTUNE_RSVQ_QUEUED);
-	/* up to IOTUNE_RSVQ_WRITES writes */
-	for (i = IOTUNE_RSVQ_RUNS + 1; i < IOTUNE_RSVQ_WRITES; i++) {
-		assert_int_equal(submit(30 + i, 100 * K, 101 * K),
+	/* a write that joins a run still fits: a disjoint one does not */
+	assert_int_equal(submit(20, 104 * K, 108 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(21, 50 * K, 54 * K), IOTUNE_RSVQ_BUSY);
+	assert_int_equal(calls.n, 0);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 1);
+	assert_int_equal(out.calls.n, IOTUNE_RSVQ_RUNS);
+	assert_call(&out.calls, IOTUNE_RSVQ_RUNS - 1, 100 * K, 108 * K);
+	/* room again */
+	assert_int_equal(submit(21, 50 * K, 54 * K), IOTUNE_RSVQ_QUEUED);
+	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
+		assert_true(iotune_rsvq_done(&q, (unsigned int)i, 0, &out));
+	}
+	assert_int_equal(out.n, IOTUNE_RSVQ_RUNS + 1);
+	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
+		assert_decided((unsigned int)i, 10 + i, IOTUNE_RSVQ_CACHE);
+	}
+	assert_decided(IOTUNE_RSVQ_RUNS, 20, IOTUNE_RSVQ_CACHE);
+	assert_call(&out.calls, 0, 50 * K, 54 * K);
+}
+
+static void test_full_writes_are_busy(void **state)
+{
+	uint64_t i;
+
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	for (i = 0; i < IOTUNE_RSVQ_WRITES; i++) {
+		assert_int_equal(submit(10 + i, 8 * K + i, 8 * K + i + 1),
 				 IOTUNE_RSVQ_QUEUED);
 	}
-	assert_int_equal(submit(99, 100 * K, 101 * K), IOTUNE_RSVQ_BUSY);
+	assert_int_equal(submit(99, 8 * K, 9 * K), IOTUNE_RSVQ_BUSY);
 	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
-	assert_int_equal(out.calls.n, IOTUNE_RSVQ_RUNS);
-	/* room again */
-	assert_int_equal(submit(20, 50 * K, 54 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(out.calls.n, 1);
+	assert_call(&out.calls, 0, 8 * K, 8 * K + IOTUNE_RSVQ_WRITES);
+	assert_int_equal(submit(99, 8 * K, 9 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, IOTUNE_RSVQ_WRITES);
+	for (i = 0; i < IOTUNE_RSVQ_WRITES; i++) {
+		assert_decided((unsigned int)i, 10 + i, IOTUNE_RSVQ_CACHE);
+	}
 }
 
 static void test_answers_that_match_no_call(void **state)
@@ -276,31 +364,37 @@ static void test_answers_that_match_no_call(void **state)
 }
 
 /*
- * Randomized: writes in a 64-unit file, answers in any order, ENOSPC now
- * and then, truncates (forget).  A model disk holds the units reserved:
- * a call reserves its units when it is answered with success, unless a
- * truncate came after it was made (it may have landed before it), and a
- * truncate frees every unit.  Checks: every write is decided once; a
- * write is cached only when every unit of it is reserved on the model
- * disk; writes that overlap are decided in submission order; a call
- * covers only units of submitted writes; BUSY writes wait in order.
+ * Randomized: writes in a 64-unit file (some empty), answers in any
+ * order (ENOSPC and EDQUOT now and then, rarely an error that disables
+ * the queue, after which a new queue takes over, as a new cache would),
+ * answers that match no call, truncates (forget).  A model disk holds
+ * the units reserved: a call reserves its units when it is answered
+ * with success, unless a truncate came after it was made (it may have
+ * landed before it), and a truncate frees every unit.  The writes are
+ * submitted in order, a BUSY one again before any later one.  Checks:
+ * every write is decided once; a write is cached only when every unit
+ * of it is reserved on the model disk; writes that overlap are decided
+ * in submission order; every unit of a call is a unit of a write that
+ * waits for a verdict; a new batch's calls come only when none is on
+ * its way.
  */
 #define UNITS 64
 #define WRITES 20000
 
 struct model {
 	bool reserved[UNITS];
-	bool written[UNITS];	/* of some submitted write */
+	unsigned int waiting[UNITS];	/* queued writes over the unit */
 	uint64_t off[WRITES + 1];
 	uint64_t end[WRITES + 1];
-	int state[WRITES + 1];	/* 0 new, 1 waits, 2 decided */
+	int state[WRITES + 1];	/* 0 new, 1 queued, 2 decided */
 	struct iotune_rsvq_calls fly;
 	uint64_t fly_truncates[IOTUNE_RSVQ_RUNS];
 	bool answered[IOTUNE_RSVQ_RUNS];
 	uint64_t truncates;
 	uint64_t fifo_head;	/* first write not yet accepted */
 	uint64_t n;		/* writes made */
-	unsigned cached, queued, busy, through, again;
+	bool disabled;
+	unsigned int cached, queued, busy, through, again, disables;
 };
 
 static void model_decide(struct model *m, uint64_t id,
@@ -311,7 +405,8 @@ static void model_decide(struct model *m, uint64_t id,
 
 	assert_true(id >= 1 && id <= m->n);
 	assert_int_not_equal(m->state[id], 2);
-	for (i = 1; i < id; i++) {
+	for (i = 1; i < id && m->end[id] > m->off[id]; i++) {
+		/* (an empty write has no bytes to order) */
 		if (m->off[i] < m->end[id] && m->off[id] < m->end[i]) {
 			assert_int_equal(m->state[i], 2);
 		}
@@ -325,21 +420,40 @@ static void model_decide(struct model *m, uint64_t id,
 		assert_int_equal(v, IOTUNE_RSVQ_THROUGH);
 		m->through++;
 	}
+	if (m->state[id] == 1) {
+		for (u = m->off[id]; u < m->end[id]; u++) {
+			m->waiting[u]--;
+		}
+	}
 	m->state[id] = 2;
+}
+
+static bool model_flying(const struct model *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->fly.n; i++) {
+		if (!m->answered[i]) {
+			return true;
+		}
+	}
+	return false;
 }
 
 static void model_fly(struct model *m, const struct iotune_rsvq_calls *c)
 {
-	unsigned i;
+	unsigned int i;
 	uint64_t u;
 
 	if (c->n == 0) {
 		return;
 	}
+	assert_false(model_flying(m));
 	m->fly = *c;
 	for (i = 0; i < c->n; i++) {
+		assert_true(c->run[i].end > c->run[i].off);
 		for (u = c->run[i].off; u < c->run[i].end; u++) {
-			assert_true(u < UNITS && m->written[u]);
+			assert_true(u < UNITS && m->waiting[u] > 0);
 		}
 		m->fly_truncates[i] = m->truncates;
 		m->answered[i] = false;
@@ -351,6 +465,7 @@ static void model_submit(struct model *m)
 	struct iotune_rsvq_calls c;
 	enum iotune_rsvq_verdict v;
 	uint64_t id;
+	uint64_t u;
 
 	while (m->fifo_head <= m->n) {
 		id = m->fifo_head;
@@ -358,23 +473,29 @@ static void model_submit(struct model *m)
 		if (v == IOTUNE_RSVQ_BUSY) {
 			m->busy++;
 			assert_int_equal(c.n, 0);
+			assert_true(model_flying(m));
 			return;
 		}
 		m->fifo_head++;
-		if (v == IOTUNE_RSVQ_QUEUED) {
-			m->queued++;
-			m->state[id] = 1;
-			model_fly(m, &c);
+		if (v != IOTUNE_RSVQ_QUEUED) {
+			assert_int_equal(c.n, 0);
+			model_decide(m, id, v);
 			continue;
 		}
-		model_decide(m, id, v);
+		m->queued++;
+		m->state[id] = 1;
+		for (u = m->off[id]; u < m->end[id]; u++) {
+			m->waiting[u]++;
+		}
+		model_fly(m, &c);
 	}
 }
 
-static void model_answer(struct model *m, unsigned run, int err)
+static void model_answer(struct model *m, unsigned int run, int err)
 {
+	struct iotune_rsvq_decided again;
 	uint64_t u;
-	unsigned i;
+	unsigned int i;
 
 	m->answered[run] = true;
 	if (err == 0 && m->fly_truncates[run] == m->truncates) {
@@ -386,19 +507,26 @@ static void model_answer(struct model *m, unsigned run, int err)
 	for (i = 0; i < out.n; i++) {
 		model_decide(m, out.id[i], out.verdict[i]);
 	}
+	if (out.cannot_reserve) {
+		m->disabled = true;
+		m->disables++;
+	}
 	if (out.n == 0 && out.calls.n > 0) {
 		m->again++;
 	}
-	if (out.n > 0 || out.calls.n > 0) {
-		m->fly.n = 0;	/* every call of the batch was answered */
-		model_fly(m, &out.calls);
+	/* the same answer again matches no call */
+	if (out.n == 0 && out.calls.n == 0) {
+		assert_false(iotune_rsvq_done(&q, run, 0, &again));
+		assert_int_equal(again.n, 0);
+		assert_int_equal(again.calls.n, 0);
 	}
+	model_fly(m, &out.calls);
 }
 
-static bool model_pick_call(const struct model *m, unsigned *run)
+static bool model_pick_call(const struct model *m, unsigned int *run)
 {
-	unsigned start = (unsigned)rand() % IOTUNE_RSVQ_RUNS;
-	unsigned i;
+	unsigned int start = (unsigned int)rand() % IOTUNE_RSVQ_RUNS;
+	unsigned int i;
 
 	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
 		*run = (start + i) % IOTUNE_RSVQ_RUNS;
@@ -412,38 +540,59 @@ static bool model_pick_call(const struct model *m, unsigned *run)
 static void model_new_write(struct model *m)
 {
 	uint64_t off = (uint64_t)rand() % (UNITS - 4);
-	uint64_t u;
 
 	m->n++;
 	m->off[m->n] = off;
-	m->end[m->n] = off + 1 + (uint64_t)rand() % 4;
-	for (u = m->off[m->n]; u < m->end[m->n]; u++) {
-		m->written[u] = true;
+	m->end[m->n] = off + (rand() % 50 == 0 ? 0 :
+			      1 + (uint64_t)rand() % 4);
+}
+
+static int model_error(void)
+{
+	int r = rand() % 1000;
+
+	if (r < 30) {
+		return ENOSPC;
 	}
+	if (r < 40) {
+		return EDQUOT;
+	}
+	return r < 42 ? EOPNOTSUPP : 0;
+}
+
+static void model_step(struct model *m)
+{
+	unsigned int run;
+	int r = rand() % 100;
+
+	if (r < 50) {
+		model_new_write(m);
+	} else if (r < 97 && model_pick_call(m, &run)) {
+		model_answer(m, run, model_error());
+	} else if (r >= 97) {
+		m->truncates++;
+		memset(m->reserved, 0, sizeof(m->reserved));
+		iotune_rsvq_forget(&q);
+	}
+	if (m->disabled && iotune_rsvq_idle(&q) && rand() % 20 == 0) {
+		/* a new cache: what the disk holds is not known to it */
+		iotune_rsvq_init(&q);
+		m->disabled = false;
+	}
+	model_submit(m);
 }
 
 static void test_randomized_model(void **state)
 {
 	struct model *m = calloc(1, sizeof(*m));
-	unsigned run;
+	unsigned int run;
 	uint64_t i;
-	int r;
 
 	assert_non_null(m);
 	srand(7);
 	m->fifo_head = 1;
 	while (m->n < WRITES) {
-		r = rand() % 100;
-		if (r < 50) {
-			model_new_write(m);
-		} else if (r < 97 && model_pick_call(m, &run)) {
-			model_answer(m, run, rand() % 25 == 0 ? ENOSPC : 0);
-		} else if (r >= 97) {
-			m->truncates++;
-			memset(m->reserved, 0, sizeof(m->reserved));
-			iotune_rsvq_forget(&q);
-		}
-		model_submit(m);
+		model_step(m);
 	}
 	while (model_pick_call(m, &run) || m->fifo_head <= m->n) {
 		assert_true(model_pick_call(m, &run));
@@ -460,6 +609,7 @@ static void test_randomized_model(void **state)
 	assert_true(m->busy > 100);
 	assert_true(m->through > 100);
 	assert_true(m->again > 100);
+	assert_true(m->disables > 10);
 	free(m);
 }
 
@@ -473,15 +623,19 @@ int main(void)
 				       setup),
 		cmocka_unit_test_setup(
 			test_order_behind_overlapping_queued_writes, setup),
-		cmocka_unit_test_setup(
-			test_reserved_writes_behind_a_new_one_wait, setup),
+		cmocka_unit_test_setup(test_a_batch_goes_whole, setup),
 		cmocka_unit_test_setup(test_no_space_in_one_call_of_a_batch,
 				       setup),
+		cmocka_unit_test_setup(test_no_space_in_the_last_call, setup),
 		cmocka_unit_test_setup(
 			test_cannot_reserve_sends_everything_through, setup),
+		cmocka_unit_test_setup(test_cannot_reserve_in_one_call,
+				       setup),
 		cmocka_unit_test_setup(
 			test_forget_while_a_batch_is_on_its_way, setup),
-		cmocka_unit_test_setup(test_full_batches_are_busy, setup),
+		cmocka_unit_test_setup(test_forget_between_answers, setup),
+		cmocka_unit_test_setup(test_full_runs_are_busy, setup),
+		cmocka_unit_test_setup(test_full_writes_are_busy, setup),
 		cmocka_unit_test_setup(test_answers_that_match_no_call,
 				       setup),
 		cmocka_unit_test_setup(test_randomized_model, setup),
