@@ -301,11 +301,16 @@ def round_trip_rows(wm):
 def regression_detail(cells, backend):
     """the worst cell of one run and its control pair's spread"""
     worst, _, _, _ = regression_summary(cells, backend)
-    spread = control_spread(cells, CONTROL_OF[backend])
-    return 'worst median %.2f (%s x%d)%s' % (
-        worst['ratio'], size_name(worst['block']), worst['depth'],
-        '; %s spread %.2f-%.2f' % ((CONTROL_OF[backend],) + spread)
-        if spread else '')
+    name = CONTROL_OF[backend]
+    spread = control_spread(cells, name)
+    if not spread:
+        return 'worst median %.2f (%s x%d)' % (
+            worst['ratio'], size_name(worst['block']), worst['depth'])
+    _, _, own, n = regression_summary(cells, name)
+    return ('worst median %.2f (%s x%d); %s spread %.2f-%.2f, its own '
+            'cells with the upper quartile below 0.97: %d of %d' % (
+                worst['ratio'], size_name(worst['block']), worst['depth'],
+                name, spread[0], spread[1], own, n))
 
 
 def regression_rows(wm, again=None):
