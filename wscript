@@ -61,6 +61,7 @@ MODULE_SOURCES = [
 FUZZ_TARGETS = {
     'parsers': '-max_len=512',
     'wcache': '-max_len=2048',
+    'rsvq': '-max_len=1024',
 }
 FUZZ_SMOKE_RUNS = 20000
 

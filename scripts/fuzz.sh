@@ -19,11 +19,12 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-targets="parsers wcache"
+targets="parsers wcache rsvq"
 max_len() {
 	case $1 in
 	parsers) echo 512 ;;
 	wcache) echo 2048 ;;
+	rsvq) echo 1024 ;;
 	esac
 }
 

@@ -54,6 +54,7 @@ SANITIZE_TESTS = ['test_sanitize.py', 'test_write_cache.py',
 FUZZ_TARGETS = {
     'parsers': ['-runs=200000', '-max_len=512'],
     'wcache': ['-runs=200000', '-max_len=2048'],
+    'rsvq': ['-runs=200000', '-max_len=1024'],
 }
 
 

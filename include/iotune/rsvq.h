@@ -12,7 +12,7 @@
  * their bytes (exactly their bytes: nothing ahead, nothing in a hole no
  * write covers) when the one on its way has been answered.
  *
- * Rules (tests/unit/test_rsvq.c):
+ * Rules (tests/unit/test_rsvq.c, tests/fuzz/fuzz_rsvq.c):
  * - submit: a write into bytes known to be reserved, overlapping no
  *   queued write, may be cached at once (CACHE).  Any other write is
  *   QUEUED, behind every queued write: a queued write's verdict comes
