@@ -5,7 +5,7 @@
 # instructions smbd runs per MiB written (callgrind), and the read-ahead
 # modes, drop-behind and random readers.  As root, on a machine
 # prepared by scripts/install-deps.sh (it is run first).  Not a test: it
-# takes about 70 minutes on a 2-core VM (--quick: fewer rounds and bytes).
+# takes about 60 minutes on a 2-core VM (--quick: fewer rounds and bytes).
 #
 #   bench/run.sh [--quick]
 #
