@@ -40,10 +40,11 @@ CONTROL_OF = {'odirect': 'odirect-control', 'pagecache': 'control',
               'glusterfs': 'control'}
 
 
-def control_spread(cells, name):
+def control_spread(cells, name, depth=None):
     """the lowest lower and the highest upper quartile of a control
-    pair's cells, or None"""
-    at = [c for c in cells if c['backend'] == name]
+    pair's cells (at one depth, or all), or None"""
+    at = [c for c in cells if c['backend'] == name and
+          depth in (None, c['depth'])]
     if not at:
         return None
     return (min(c['ratio_q1'] for c in at), max(c['ratio_q3'] for c in at))
@@ -126,14 +127,9 @@ def ratio_table(cells, backend):
                                               c['ratio_q3']))
         lines.append('| %s | %s |' % (size_name(b), ' | '.join(cols)))
     name = CONTROL_OF.get(backend, 'control')
-    control = [c for c in cells if c['backend'] == name]
-    if backend not in CONTROL_OF.values() and control:
-        cols = []
-        for d in depths:
-            at = [c for c in control if c['depth'] == d]
-            cols.append('%.2f-%.2f' % (min(c['ratio_q1'] for c in at),
-                                       max(c['ratio_q3'] for c in at))
-                        if at else '-')
+    if backend not in CONTROL_OF.values() and control_spread(cells, name):
+        spreads = [control_spread(cells, name, d) for d in depths]
+        cols = ['%.2f-%.2f' % sp if sp else '-' for sp in spreads]
         lines.append('| %s spread | %s |' % (name, ' | '.join(cols)))
     return lines
 
@@ -298,9 +294,8 @@ def round_trip_rows(wm):
     return rows
 
 
-def regression_detail(cells, backend):
+def regression_detail(cells, backend, worst):
     """the worst cell of one run and its control pair's spread"""
-    worst, _, _, _ = regression_summary(cells, backend)
     name = CONTROL_OF[backend]
     spread = control_spread(cells, name)
     if not spread:
@@ -324,14 +319,14 @@ def regression_rows(wm, again=None):
         runs = [wm['cells']]
         if again and any(c['backend'] == backend for c in again['cells']):
             runs.append(again['cells'])
-        clear = [regression_summary(r, backend)[2] for r in runs]
-        n = regression_summary(runs[0], backend)[3]
+        sums = [regression_summary(r, backend) for r in runs]
+        clear = [s[2] for s in sums]
         rows.append(('%s: no cell\'s upper quartile below 0.97%s' %
                      (backend, ', in both runs' if len(runs) > 1 else ''),
-                     ' / '.join('%d of %d' % (c, n) for c in clear),
+                     ' / '.join('%d of %d' % (s[2], s[3]) for s in sums),
                      'met' if not any(clear) else 'not met',
-                     ' / '.join(regression_detail(r, backend)
-                                for r in runs)))
+                     ' / '.join(regression_detail(r, backend, s[0])
+                                for r, s in zip(runs, sums))))
     return rows
 
 

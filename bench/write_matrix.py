@@ -57,15 +57,16 @@ from benchlib import KIB, MIB, busy_since, machine_cpu, \
 BLOCKS = [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB]
 DEPTHS = [1, 4, 16]
 
+# iotune's direct writes without its cache
+DIO_UNCACHED = {'vfs objects': 'iotune', 'iotune:direct io': 'writes',
+                'iotune:write cache size': '0'}
+
 LOCAL_SHARES = {
     'pc_plain': {},
     'pc_plain_b': {},
     'pc_iotune': {'vfs objects': 'iotune'},
-    'dio_uncached': {'vfs objects': 'iotune', 'iotune:direct io': 'writes',
-                     'iotune:write cache size': '0'},
-    'dio_uncached_b': {'vfs objects': 'iotune',
-                       'iotune:direct io': 'writes',
-                       'iotune:write cache size': '0'},
+    'dio_uncached': DIO_UNCACHED,
+    'dio_uncached_b': DIO_UNCACHED,
     'dio_iotune': {'vfs objects': 'iotune', 'iotune:direct io': 'writes'},
     'pc_sync': {'aio write size': '0'},
 }
@@ -395,8 +396,8 @@ def main():
     ap.add_argument('--depths', default=','.join(str(d) for d in DEPTHS))
     ap.add_argument('--backends', default='pagecache,odirect',
                     help='local shares to measure (pagecache, odirect, '
-                    'control, odirect-control); "" for none (with --gluster: GlusterFS '
-                    'only)')
+                    'control, odirect-control); "" for none (with '
+                    '--gluster: GlusterFS only)')
     ap.add_argument('--gluster', action='store_true',
                     help='also GlusterFS (installs and starts it)')
     ap.add_argument('--no-cpu', action='store_true')

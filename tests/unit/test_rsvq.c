@@ -24,6 +24,10 @@
 
 #include "iotune/rsvq.h"
 
+#define RSVQ_MODEL_CHECK(x) assert_true(x)
+#define RSVQ_MODEL_WRITES 20000
+#include "../rsvq_model.h"
+
 #define K 1024ULL
 
 static struct iotune_rsvq q;
@@ -58,6 +62,14 @@ static void assert_decided(unsigned i, uint64_t id,
 	assert_true(i < out.n);
 	assert_int_equal(out.id[i], id);
 	assert_int_equal(out.verdict[i], verdict);
+}
+
+/* an answer to one call of a batch whose others are still on their way */
+static void answer_partly(unsigned int run, int err)
+{
+	assert_true(iotune_rsvq_done(&q, run, err, &out));
+	assert_int_equal(out.n, 0);
+	assert_int_equal(out.calls.n, 0);
 }
 
 static void test_first_write_makes_one_call(void **state)
@@ -98,9 +110,7 @@ static void test_writes_in_flight_join_the_next_batch(void **state)
 	assert_call(&out.calls, 1, 4 * K, 12 * K);
 
 	/* the first answer of two decides nothing */
-	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
-	assert_int_equal(out.n, 0);
-	assert_int_equal(out.calls.n, 0);
+	answer_partly(1, 0);
 	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
 	assert_int_equal(out.n, 3);
 	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
@@ -159,9 +169,7 @@ static void test_a_batch_goes_whole(void **state)
 	assert_int_equal(out.calls.n, 2);
 	assert_call(&out.calls, 0, 16 * K, 20 * K);
 	assert_call(&out.calls, 1, 0, 4 * K);
-	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
-	assert_int_equal(out.n, 0);
-	assert_int_equal(out.calls.n, 0);
+	answer_partly(0, 0);
 	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
 	assert_int_equal(out.n, 2);
 	assert_decided(0, 2, IOTUNE_RSVQ_CACHE);
@@ -182,8 +190,7 @@ static void two_calls(void)
 static void test_no_space_in_one_call_of_a_batch(void **state)
 {
 	two_calls();
-	assert_true(iotune_rsvq_done(&q, 0, ENOSPC, &out));
-	assert_int_equal(out.n, 0);
+	answer_partly(0, ENOSPC);
 	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
 	assert_int_equal(out.n, 2);
 	assert_decided(0, 2, IOTUNE_RSVQ_THROUGH);
@@ -367,186 +374,10 @@ static void test_answers_that_match_no_call(void **state)
  * Randomized: writes in a 64-unit file (some empty), answers in any
  * order (ENOSPC and EDQUOT now and then, rarely an error that disables
  * the queue, after which a new queue takes over, as a new cache would),
- * answers that match no call, truncates (forget).  A model disk holds
- * the units reserved: a call reserves its units when it is answered
- * with success, unless a truncate came after it was made (it may have
- * landed before it), and a truncate frees every unit.  The writes are
- * submitted in order, a BUSY one again before any later one.  Checks:
- * every write is decided once; a write is cached only when every unit
- * of it is reserved on the model disk; writes that overlap are decided
- * in submission order; every unit of a call is a unit of a write that
- * waits for a verdict; a new batch's calls come only when none is on
- * its way.
+ * answers that match no call, truncates.  tests/rsvq_model.h plays the
+ * sequence against a model disk and checks every rule (as the fuzz
+ * target does on the sequences libFuzzer finds).
  */
-#define UNITS 64
-#define WRITES 20000
-
-struct model {
-	bool reserved[UNITS];
-	unsigned int waiting[UNITS];	/* queued writes over the unit */
-	uint64_t off[WRITES + 1];
-	uint64_t end[WRITES + 1];
-	int state[WRITES + 1];	/* 0 new, 1 queued, 2 decided */
-	struct iotune_rsvq_calls fly;
-	uint64_t fly_truncates[IOTUNE_RSVQ_RUNS];
-	bool answered[IOTUNE_RSVQ_RUNS];
-	uint64_t truncates;
-	uint64_t fifo_head;	/* first write not yet accepted */
-	uint64_t n;		/* writes made */
-	bool disabled;
-	unsigned int cached, queued, busy, through, again, disables;
-};
-
-static void model_decide(struct model *m, uint64_t id,
-			 enum iotune_rsvq_verdict v)
-{
-	uint64_t i;
-	uint64_t u;
-
-	assert_true(id >= 1 && id <= m->n);
-	assert_int_not_equal(m->state[id], 2);
-	for (i = 1; i < id && m->end[id] > m->off[id]; i++) {
-		/* (an empty write has no bytes to order) */
-		if (m->off[i] < m->end[id] && m->off[id] < m->end[i]) {
-			assert_int_equal(m->state[i], 2);
-		}
-	}
-	if (v == IOTUNE_RSVQ_CACHE) {
-		for (u = m->off[id]; u < m->end[id]; u++) {
-			assert_true(m->reserved[u]);
-		}
-		m->cached++;
-	} else {
-		assert_int_equal(v, IOTUNE_RSVQ_THROUGH);
-		m->through++;
-	}
-	if (m->state[id] == 1) {
-		for (u = m->off[id]; u < m->end[id]; u++) {
-			m->waiting[u]--;
-		}
-	}
-	m->state[id] = 2;
-}
-
-static bool model_flying(const struct model *m)
-{
-	unsigned int i;
-
-	for (i = 0; i < m->fly.n; i++) {
-		if (!m->answered[i]) {
-			return true;
-		}
-	}
-	return false;
-}
-
-static void model_fly(struct model *m, const struct iotune_rsvq_calls *c)
-{
-	unsigned int i;
-	uint64_t u;
-
-	if (c->n == 0) {
-		return;
-	}
-	assert_false(model_flying(m));
-	m->fly = *c;
-	for (i = 0; i < c->n; i++) {
-		assert_true(c->run[i].end > c->run[i].off);
-		for (u = c->run[i].off; u < c->run[i].end; u++) {
-			assert_true(u < UNITS && m->waiting[u] > 0);
-		}
-		m->fly_truncates[i] = m->truncates;
-		m->answered[i] = false;
-	}
-}
-
-static void model_submit(struct model *m)
-{
-	struct iotune_rsvq_calls c;
-	enum iotune_rsvq_verdict v;
-	uint64_t id;
-	uint64_t u;
-
-	while (m->fifo_head <= m->n) {
-		id = m->fifo_head;
-		v = iotune_rsvq_submit(&q, id, m->off[id], m->end[id], &c);
-		if (v == IOTUNE_RSVQ_BUSY) {
-			m->busy++;
-			assert_int_equal(c.n, 0);
-			assert_true(model_flying(m));
-			return;
-		}
-		m->fifo_head++;
-		if (v != IOTUNE_RSVQ_QUEUED) {
-			assert_int_equal(c.n, 0);
-			model_decide(m, id, v);
-			continue;
-		}
-		m->queued++;
-		m->state[id] = 1;
-		for (u = m->off[id]; u < m->end[id]; u++) {
-			m->waiting[u]++;
-		}
-		model_fly(m, &c);
-	}
-}
-
-static void model_answer(struct model *m, unsigned int run, int err)
-{
-	struct iotune_rsvq_decided again;
-	uint64_t u;
-	unsigned int i;
-
-	m->answered[run] = true;
-	if (err == 0 && m->fly_truncates[run] == m->truncates) {
-		for (u = m->fly.run[run].off; u < m->fly.run[run].end; u++) {
-			m->reserved[u] = true;
-		}
-	}
-	assert_true(iotune_rsvq_done(&q, run, err, &out));
-	for (i = 0; i < out.n; i++) {
-		model_decide(m, out.id[i], out.verdict[i]);
-	}
-	if (out.cannot_reserve) {
-		m->disabled = true;
-		m->disables++;
-	}
-	if (out.n == 0 && out.calls.n > 0) {
-		m->again++;
-	}
-	/* the same answer again matches no call */
-	if (out.n == 0 && out.calls.n == 0) {
-		assert_false(iotune_rsvq_done(&q, run, 0, &again));
-		assert_int_equal(again.n, 0);
-		assert_int_equal(again.calls.n, 0);
-	}
-	model_fly(m, &out.calls);
-}
-
-static bool model_pick_call(const struct model *m, unsigned int *run)
-{
-	unsigned int start = (unsigned int)rand() % IOTUNE_RSVQ_RUNS;
-	unsigned int i;
-
-	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
-		*run = (start + i) % IOTUNE_RSVQ_RUNS;
-		if (*run < m->fly.n && !m->answered[*run]) {
-			return true;
-		}
-	}
-	return false;
-}
-
-static void model_new_write(struct model *m)
-{
-	uint64_t off = (uint64_t)rand() % (UNITS - 4);
-
-	m->n++;
-	m->off[m->n] = off;
-	m->end[m->n] = off + (rand() % 50 == 0 ? 0 :
-			      1 + (uint64_t)rand() % 4);
-}
-
 static int model_error(void)
 {
 	int r = rand() % 1000;
@@ -560,49 +391,38 @@ static int model_error(void)
 	return r < 42 ? EOPNOTSUPP : 0;
 }
 
-static void model_step(struct model *m)
+static void model_step(struct rsvq_model *m)
 {
-	unsigned int run;
+	uint64_t off = (uint64_t)rand() % (RSVQ_MODEL_UNITS - 4);
 	int r = rand() % 100;
 
 	if (r < 50) {
-		model_new_write(m);
-	} else if (r < 97 && model_pick_call(m, &run)) {
-		model_answer(m, run, model_error());
-	} else if (r >= 97) {
-		m->truncates++;
-		memset(m->reserved, 0, sizeof(m->reserved));
-		iotune_rsvq_forget(&q);
+		(void)rsvq_model_write(m, off, off + (rand() % 50 == 0 ? 0 :
+				       1 + (uint64_t)rand() % 4));
+	} else if (r < 97) {
+		/* a call on its way, mostly; now and then none */
+		rsvq_model_answer(m, (unsigned int)rand() %
+				  (IOTUNE_RSVQ_RUNS + 1), model_error());
+	} else {
+		rsvq_model_truncate(m);
 	}
-	if (m->disabled && iotune_rsvq_idle(&q) && rand() % 20 == 0) {
-		/* a new cache: what the disk holds is not known to it */
-		iotune_rsvq_init(&q);
-		m->disabled = false;
+	if (rand() % 20 == 0) {
+		rsvq_model_new_queue(m);
 	}
-	model_submit(m);
+	rsvq_model_submit(m);
 }
 
 static void test_randomized_model(void **state)
 {
-	struct model *m = calloc(1, sizeof(*m));
-	unsigned int run;
-	uint64_t i;
+	struct rsvq_model *m = calloc(1, sizeof(*m));
 
 	assert_non_null(m);
 	srand(7);
-	m->fifo_head = 1;
-	while (m->n < WRITES) {
+	rsvq_model_reset(m);
+	while (m->n < RSVQ_MODEL_WRITES) {
 		model_step(m);
 	}
-	while (model_pick_call(m, &run) || m->fifo_head <= m->n) {
-		assert_true(model_pick_call(m, &run));
-		model_answer(m, run, 0);
-		model_submit(m);
-	}
-	assert_true(iotune_rsvq_idle(&q));
-	for (i = 1; i <= m->n; i++) {
-		assert_int_equal(m->state[i], 2);
-	}
+	rsvq_model_drain(m);
 	/* every path came up often */
 	assert_true(m->cached > 1000);
 	assert_true(m->queued > 1000);
