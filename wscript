@@ -53,6 +53,7 @@ MODULE_SOURCES = [
     'modules/vfs_iotune_offload.c',
     'modules/vfs_iotune_dio.c',
     'modules/vfs_iotune_ra.c',
+    'modules/vfs_iotune_pressure.c',
     'modules/vfs_iotune_stats.c',
     'modules/vfs_iotune_smbd.c',
 ]

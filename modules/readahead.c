@@ -155,13 +155,22 @@ static void prefetch(struct iotune_ra_stream *s,
 	stats->prefetch_bytes += to - from;
 }
 
+/* a stream's first window: a few reads, within the limit */
+static uint64_t first_window(const struct iotune_ra_config *cfg,
+			     uint64_t len)
+{
+	return MIN(MAX(cfg->initial_window, 2 * len), cfg->max_window);
+}
+
 static void adaptive(const struct iotune_ra_config *cfg,
 		     struct iotune_ra_stream *s,
 		     struct iotune_ra_budget *budget,
 		     struct iotune_ra_stats *stats,
+		     uint64_t len,
 		     struct iotune_ra_action *action)
 {
 	uint64_t from = MAX(s->ahead, s->pos);
+	uint64_t floor = first_window(cfg, len);
 
 	if (s->reads < IOTUNE_RA_SEQUENTIAL_READS) {
 		return;
@@ -172,9 +181,13 @@ static void adaptive(const struct iotune_ra_config *cfg,
 	}
 	if (cfg->pressure_permille != 0 &&
 	    budget->pressure.permille >= cfg->pressure_permille) {
-		/* the page cache is short: less ahead, down to the start */
-		if (s->window > cfg->initial_window) {
-			s->window = MAX(s->window / 2, cfg->initial_window);
+		/*
+		 * The page cache is short: less ahead, down to two reads
+		 * (less would not run ahead of a client that keeps a read
+		 * or two in flight: it would cost calls and save nothing).
+		 */
+		if (s->window > floor) {
+			s->window = MAX(s->window / 2, floor);
 			stats->windows_shrunk++;
 			stats->pressure_shrinks++;
 		}
@@ -228,7 +241,8 @@ static void drop_behind(struct iotune_ra_stream *s,
  * Linux's read-ahead is taken over at the threshold, given back only
  * when all recent intervals stayed under half of it (with iotune's
  * windows the stall drops, often under the threshold while memory is
- * still short: it must not hand back then).
+ * still short: it must not hand back then).  In a memory cgroup with a
+ * limit, iotune's always.
  */
 static bool own_turn(const struct iotune_ra_config *cfg,
 		     const struct iotune_ra_budget *budget,
@@ -238,7 +252,8 @@ static bool own_turn(const struct iotune_ra_config *cfg,
 				 cfg->pressure_permille;
 
 	return !cfg->kernel_first || cfg->pressure_permille == 0 ||
-	       budget->pressure.blind || budget->pressure.peak >= bar;
+	       budget->pressure.blind || budget->pressure.limited ||
+	       budget->pressure.peak >= bar;
 }
 
 bool iotune_ra_open(const struct iotune_ra_config *cfg,
@@ -293,8 +308,7 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 	s = find_stream(file, off, len);
 	if (s == NULL) {
 		s = new_stream(cfg, file, budget, stats, off);
-		/* start with a window of a few reads, within the limit */
-		s->window = MIN(MAX(s->window, 2 * len), cfg->max_window);
+		s->window = MAX(s->window, first_window(cfg, len));
 	}
 	s->last_used = ++file->tick;
 	s->reads++;
@@ -308,7 +322,7 @@ void iotune_ra_read(const struct iotune_ra_config *cfg,
 	} else if (cfg->mode == IOTUNE_RA_ADAPTIVE &&
 		   file->hint != IOTUNE_RA_HINT_RANDOM &&
 		   handover(cfg, file, budget, stats, action)) {
-		adaptive(cfg, s, budget, stats, action);
+		adaptive(cfg, s, budget, stats, len, action);
 	}
 	if (cfg->drop_behind && s->reads >= IOTUNE_RA_SEQUENTIAL_READS) {
 		drop_behind(s, len, stats, action);
@@ -363,6 +377,13 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 	for (i = 0; i < IOTUNE_RA_CALM_SAMPLES; i++) {
 		p->peak = MAX(p->peak, p->recent[i]);
 	}
+}
+
+void iotune_ra_pressure_limit(struct iotune_ra_pressure *p,
+			      uint64_t limit,
+			      uint64_t ram)
+{
+	p->limited = limit != 0 && limit < ram;
 }
 
 void iotune_ra_pressure_restart(struct iotune_ra_pressure *p,

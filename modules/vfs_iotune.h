@@ -34,6 +34,7 @@ struct iotune_process;
 struct iotune_cache;
 struct iotune_smbd;
 struct iotune_publisher;
+struct iotune_memcg_kind;
 
 /* One tree connect of a share with iotune */
 struct iotune_share {
@@ -74,6 +75,8 @@ struct iotune_process {
 	uint64_t ra_budget_global;	/* [global] readahead budget */
 	int psi_fd;		/* memory pressure; -1: none, -2: not open */
 	unsigned psi_failures;	/* reads of it that failed in a row */
+	char *memcg;		/* the cgroup with smbd's memory limit */
+	const struct iotune_memcg_kind *memcg_kind;	/* v2 or v1 */
 	struct iotune_smbd *smbd;
 	struct iotune_publisher *publisher;
 };
@@ -328,11 +331,14 @@ void iotune_ra_on_close(struct vfs_handle_struct *handle,
 			struct files_struct *fsp,
 			struct iotune_file *file);
 void iotune_ra_share_init(struct iotune_share *share);
-void iotune_ra_process_fini(struct iotune_process *p);
 void iotune_apply_advice(struct iotune_share *share,
 			 int fd,
 			 struct iotune_ra_file *ra,
 			 bool stream);
+
+/* vfs_iotune_pressure.c */
+void iotune_pressure_update(struct iotune_process *p);
+void iotune_ra_process_fini(struct iotune_process *p);
 
 /* vfs_iotune_stats.c */
 int iotune_publisher_init(struct iotune_process *p);

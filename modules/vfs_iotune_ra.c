@@ -31,9 +31,6 @@
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
 
-/* failed reads of the pressure file in a row before the process is blind */
-#define IOTUNE_PSI_RETRIES 3
-
 /* a share's limit lowers the process's, never raises it; 0 is none */
 static uint64_t iotune_lower_limit(uint64_t global, uint64_t share)
 {
@@ -125,143 +122,6 @@ static void iotune_ra_submit(struct vfs_handle_struct *handle,
 }
 
 /*
- * Memory pressure (readahead.h): the cumulative "some" stall time of
- * smbd's cgroup on the cgroup v2 hierarchy (<cgroup>/memory.pressure;
- * stalls in a v1 memory cgroup's reclaim count there too), else of the
- * whole system (/proc/pressure/memory).  Opened at the process's first
- * sample: smbd forks a process per connection, each in its own cgroup.
- */
-static int iotune_psi_open(void)
-{
-	static const char *const roots[] = {
-		"/sys/fs/cgroup", "/sys/fs/cgroup/unified",
-	};
-	char line[PATH_MAX];
-	char path[PATH_MAX + 64];
-	const char *cgroup = NULL;
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	int fd = -1;
-	size_t i;
-
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, "0::", 3) == 0) {
-			line[strcspn(line, "\n")] = '\0';
-			cgroup = line + 3;
-			break;
-		}
-	}
-	if (f != NULL) {
-		fclose(f);
-	}
-	for (i = 0; cgroup != NULL && strcmp(cgroup, "/") != 0 &&
-		    i < ARRAY_SIZE(roots) && fd == -1; i++) {
-		snprintf(path, sizeof(path), "%s%s/memory.pressure", roots[i],
-			 cgroup);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
-	if (fd == -1) {
-		snprintf(path, sizeof(path), "/proc/pressure/memory");
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
-	if (fd == -1) {
-		DBG_INFO("no memory pressure information (PSI): adaptive "
-			 "read-ahead does not see memory pressure\n");
-		return -1;
-	}
-	DBG_DEBUG("memory pressure from %s\n", path);
-	return fd;
-}
-
-/* "12.34" percent: 123 permille */
-static unsigned iotune_psi_permille(const char *text)
-{
-	char *end = NULL;
-	unsigned long whole = strtoul(text, &end, 10);
-	unsigned tenths = 0;
-
-	if (end != NULL && end[0] == '.' && isdigit((unsigned char)end[1])) {
-		tenths = (unsigned)(end[1] - '0');
-	}
-	return (unsigned)MIN(whole * 10 + tenths, 1000);
-}
-
-/*
- * "some avg10=1.23 avg60=... avg300=... total=<us>\nfull ...": the
- * cumulative stall time and the share stalled in the last 10 s
- */
-static bool iotune_psi_read(int fd, uint64_t *stall_us, unsigned *avg10)
-{
-	char buf[256];
-	const char *total = NULL;
-	const char *avg = NULL;
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-
-	if (n <= 0) {
-		errno = (n == 0) ? ENODATA : errno;
-		return false;
-	}
-	buf[n] = '\0';
-	total = strstr(buf, "total=");
-	avg = strstr(buf, "avg10=");
-	if (total == NULL || avg == NULL) {
-		errno = EPROTO;
-		return false;
-	}
-	*stall_us = strtoull(total + strlen("total="), NULL, 10);
-	*avg10 = iotune_psi_permille(avg + strlen("avg10="));
-	return true;
-}
-
-static void iotune_ra_pressure_update(struct iotune_process *p)
-{
-	uint64_t now = iotune_now_ms();
-	uint64_t stall_us = 0;
-	unsigned avg10 = 0;
-
-	if (p->psi_fd == -1 ||
-	    !iotune_ra_pressure_due(&p->ra_budget.pressure, now)) {
-		return;
-	}
-	if (p->psi_fd == -2) {
-		p->psi_fd = iotune_psi_open();
-	}
-	if (p->psi_fd >= 0 && !iotune_psi_read(p->psi_fd, &stall_us, &avg10)) {
-		/*
-		 * Its cgroup went away (smbd moved out of one that was then
-		 * removed), or the file was not what we read: open the
-		 * process's current one at the next sample, which starts
-		 * afresh; give up after a few failures in a row.
-		 */
-		DBG_INFO("reading memory pressure failed: %s\n",
-			 strerror(errno));
-		close(p->psi_fd);
-		p->psi_fd = ++p->psi_failures < IOTUNE_PSI_RETRIES ? -2 : -1;
-		iotune_ra_pressure_restart(&p->ra_budget.pressure, now);
-		if (p->psi_fd == -2) {
-			return;
-		}
-	}
-	if (p->psi_fd == -1) {
-		/* no signal: adaptive never leaves reads to Linux's */
-		p->ra_budget.pressure.blind = true;
-		return;
-	}
-	p->psi_failures = 0;
-	iotune_ra_pressure_sample(&p->ra_budget.pressure, now, stall_us,
-				  avg10);
-	DBG_DEBUG("memory pressure: stalled %u/1000 of the last interval\n",
-		  p->ra_budget.pressure.permille);
-}
-
-void iotune_ra_process_fini(struct iotune_process *p)
-{
-	if (p->psi_fd >= 0) {
-		close(p->psi_fd);
-	}
-	p->psi_fd = -1;
-}
-
-/*
  * The advice for a new open: the share's fadvise option, else what the
  * read-ahead mode needs (off switches Linux's own read-ahead off with
  * RANDOM, adaptive too while its own windows serve reads), else the
@@ -315,7 +175,7 @@ void iotune_apply_advice(struct iotune_share *share, int fd,
 
 	if (share->ra_config.kernel_first) {
 		/* a new process's first open: is memory short already? */
-		iotune_ra_pressure_update(share->proc);
+		iotune_pressure_update(share->proc);
 	}
 	advice = iotune_open_advice(share, ra, stream);
 
@@ -371,7 +231,7 @@ void iotune_ra_on_read(struct vfs_handle_struct *handle,
 		share->proc->ra_budget_global, share->config.readahead_budget);
 	if (share->ra_config.mode == IOTUNE_RA_ADAPTIVE &&
 	    share->ra_config.pressure_permille != 0) {
-		iotune_ra_pressure_update(share->proc);
+		iotune_pressure_update(share->proc);
 	}
 	iotune_ra_read(&share->ra_config, &file->ra, &share->proc->ra_budget,
 		       iotune_ra_stats_of(share), (uint64_t)off, n, &act);

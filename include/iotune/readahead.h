@@ -103,10 +103,18 @@ struct iotune_ra_file {
  * threshold, so that a stall that comes and goes, or drops because
  * iotune's windows waste less, does not switch a file back and forth.
  * A file opened while an interval of the last IOTUNE_RA_CALM_SAMPLES
- * reached half the threshold starts with iotune's windows.  A share
- * with no threshold (0), or a process without PSI (blind), always uses
- * its own windows; a file with the client's random-access hint keeps
- * Linux's read-ahead off (RANDOM) and gets no prefetch.
+ * reached half the threshold starts with iotune's windows.
+ *
+ * In a memory cgroup with a limit below the RAM, iotune's windows serve
+ * every file from its open, whatever the stall: the cgroup fills within
+ * a second of streaming, and Linux's read-ahead (up to two windows of
+ * read_ahead_kb per file) overshoots it before the first stalled
+ * interval shows; the pages it prefetched are evicted unread and read
+ * again.  With 16 readers in a 192 MiB cgroup (bench/readahead.py), the
+ * takeover at the first stall still left 1.20-1.25 bytes read per byte
+ * served, and iotune's windows from the open 1.00.
+ * The adapter passes the limit (iotune_ra_pressure_limit()) at each
+ * sample; without one the stall alone decides.
  */
 #define IOTUNE_RA_CALM_SAMPLES 5
 
@@ -117,6 +125,7 @@ struct iotune_ra_pressure {
 	unsigned recent[IOTUNE_RA_CALM_SAMPLES]; /* the last intervals' */
 	unsigned peak;		/* the highest of recent[] */
 	bool restart;		/* the next sample is a first one */
+	bool limited;		/* a memory cgroup's limit below the RAM */
 	bool blind;		/* no PSI here: iotune's windows always */
 };
 
@@ -135,6 +144,14 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 			       uint64_t now_ms,
 			       uint64_t stall_us,
 			       unsigned avg10_permille);
+/*
+ * The memory limit of smbd's cgroup (the lowest of memory.high and
+ * memory.max of it and its nearest ancestor with one; 0: none) and the
+ * machine's RAM, at a sample.
+ */
+void iotune_ra_pressure_limit(struct iotune_ra_pressure *p,
+			      uint64_t limit,
+			      uint64_t ram);
 /* the adapter opens the counter again: the next sample is a first one */
 void iotune_ra_pressure_restart(struct iotune_ra_pressure *p,
 				uint64_t now_ms);

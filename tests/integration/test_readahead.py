@@ -285,6 +285,30 @@ def test_adaptive_takes_over_under_memory_pressure(smbd, tmp_path):
     assert c['ra_prefetch_calls'] > before['ra_prefetch_calls']
 
 
+def test_adaptive_own_windows_in_a_memory_cgroup(smbd, tmp_path):
+    """smbd in a memory cgroup with a limit below the RAM: adaptive reads
+    the cgroup's limit and serves the file with its own windows from the
+    open (Linux's read-ahead off, RANDOM), though nothing stalls; outside
+    it, the same share leaves Linux's on (the test before)"""
+    if not os.path.exists('/proc/pressure/memory'):
+        pytest.skip('this kernel has no PSI')
+    ram = os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    limit = MemoryLimit(min(ram // 2, 2048 * MIB),
+                        'iotune-test-limit-%d' % os.getpid())
+    if limit.path is None:
+        pytest.skip('no memory cgroup')
+    try:
+        limit.add(smbd.proc.pid)
+        text = read_traced(smbd, 'ra_adaptive_psi', tmp_path,
+                           trace='openat,fadvise64,readahead')
+    finally:
+        limit.remove()
+    assert re.search(r'"%s/[^"]*memory\.(max|high|limit_in_bytes)"'
+                     % re.escape(limit.root), text), text[-2000:]
+    assert 'POSIX_FADV_RANDOM' in [c[3] for c in calls(text, 'fadvise64')]
+    assert len(calls(text, 'readahead')) >= 3
+
+
 def test_fadvise_option(smbd, tmp_path):
     text = read_traced(smbd, 'ra_random', tmp_path)
     assert 'POSIX_FADV_RANDOM' in [c[3] for c in calls(text, 'fadvise64')]

@@ -488,8 +488,8 @@ static void test_kernel_first_until_pressure(void **state)
 	assert_int_equal(a.kernel, IOTUNE_RA_KERNEL_OFF);
 	assert_true(a.prefetch_len > 0);
 	assert_true(a.prefetch_off == off);
-	/* under pressure the window starts small: it halves */
-	assert_true(f->file.stream[0].window <= MIB);
+	/* under pressure the window does not grow: two reads */
+	assert_true(f->file.stream[0].window == 2 * MIB);
 	assert_true(f->stats.takeovers == 1);
 	(void)read_on(f, off, 4, IOTUNE_RA_KERNEL_KEEP, true);
 	assert_true(f->stats.takeovers == 1 && f->stats.handbacks == 0);
@@ -525,6 +525,41 @@ static void test_kernel_first_hands_back_after_calm(void **state)
 	/* one opened after an interval in the band, with iotune's */
 	pressure(f, 50, 1);
 	memset(&f->file, 0, sizeof(f->file));
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+}
+
+/*
+ * In a memory cgroup with a limit below the RAM iotune's windows serve
+ * every file from its open, and are never handed back; a limit at or
+ * above the RAM, or none, leaves it to the stall.
+ */
+static void test_kernel_first_not_in_a_limited_cgroup(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_ra_pressure *p = &f->budget.pressure;
+	uint64_t off = 0;
+
+	kernel_first(f);
+	pressure(f, 0, IOTUNE_RA_CALM_SAMPLES);
+	iotune_ra_pressure_limit(p, 192 * MIB, 24 * 1024 * MIB);
+	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	off = read_on(f, off, 4, IOTUNE_RA_KERNEL_KEEP, true);
+	/* a stall that comes and goes changes nothing */
+	pressure(f, 500, 1);
+	off = read_on(f, off, 2, IOTUNE_RA_KERNEL_KEEP, true);
+	pressure(f, 0, 3 * IOTUNE_RA_CALM_SAMPLES);
+	off = read_on(f, off, 4, IOTUNE_RA_KERNEL_KEEP, true);
+	assert_true(f->stats.takeovers == 0 && f->stats.handbacks == 0);
+	/* the limit lifted (or as high as the RAM): Linux's, once */
+	iotune_ra_pressure_limit(p, 24 * 1024 * MIB, 24 * 1024 * MIB);
+	off = read_on(f, off, 1, IOTUNE_RA_KERNEL_ON, false);
+	iotune_ra_pressure_limit(p, 0, 24 * 1024 * MIB);
+	(void)read_on(f, off, 2, IOTUNE_RA_KERNEL_KEEP, false);
+	assert_true(f->stats.handbacks == 1);
+	memset(&f->file, 0, sizeof(f->file));
+	assert_false(iotune_ra_open(&f->cfg, &f->file, &f->budget));
+	/* a limit a byte under the RAM is one */
+	iotune_ra_pressure_limit(p, 24 * 1024 * MIB - 1, 24 * 1024 * MIB);
 	assert_true(iotune_ra_open(&f->cfg, &f->file, &f->budget));
 }
 
@@ -633,7 +668,7 @@ static void test_pressure_shrinks_and_regrows_windows(void **state)
 	assert_true(f->file.stream[0].window == 4 * MIB);
 	assert_true(f->stats.pressure_shrinks == 0);
 	grown = f->stats.windows_grown;
-	/* at it: the window halves at each prefetch, down to the start */
+	/* at it: the window halves at each prefetch, down to two reads */
 	f->budget.pressure.permille = 100;
 	for (; off < 96 * MIB; off += MIB) {
 		rd(f, off, MIB);
@@ -641,14 +676,22 @@ static void test_pressure_shrinks_and_regrows_windows(void **state)
 		assert_true(f->prefetched >= off + MIB);
 		assert_true(f->prefetched <= off + MIB + 4 * MIB);
 	}
+	assert_true(f->file.stream[0].window == 2 * MIB);
+	assert_true(f->stats.pressure_shrinks == 1);	/* 4M .. 2M */
+	assert_true(f->stats.windows_grown == grown);
+	/* what is prefetched and unread is down to about two reads */
+	assert_true(f->budget.outstanding <= 2 * MIB);
+	/* smaller reads of the same stream: down to the initial window */
+	for (; off < 128 * MIB; off += 64 * KIB) {
+		rd(f, off, 64 * KIB);
+		assert_true(f->prefetched >= off + 64 * KIB);
+	}
 	assert_true(f->file.stream[0].window == f->cfg.initial_window);
 	assert_true(f->stats.pressure_shrinks == 5);	/* 4M .. 128K */
-	assert_true(f->stats.windows_grown == grown);
-	/* what is prefetched and unread is down to about a read */
-	assert_true(f->budget.outstanding <= MIB);
+	assert_true(f->budget.outstanding <= 2 * f->cfg.initial_window);
 	/* the pressure ends: the window grows again */
 	f->budget.pressure.permille = 20;
-	for (; off < 128 * MIB; off += MIB) {
+	for (; off < 160 * MIB; off += MIB) {
 		rd(f, off, MIB);
 	}
 	assert_true(f->file.stream[0].window == 4 * MIB);
@@ -714,6 +757,7 @@ int main(void)
 		T(test_pressure_peak_of_recent_samples),
 		T(test_kernel_first_until_pressure),
 		T(test_kernel_first_hands_back_after_calm),
+		T(test_kernel_first_not_in_a_limited_cgroup),
 		T(test_kernel_first_open_again),
 		T(test_kernel_first_open_under_pressure),
 		T(test_kernel_first_needs_a_threshold),
