@@ -9,7 +9,8 @@
 #      0) runs beside them; the goal: adaptive at least as fast as the
 #      better of kernel and off (median of the rounds' ratios; every mode
 #      reads the same files, linked into every share), reading at most
-#      1.05 bytes per byte served;
+#      1.05 bytes per byte served; a second kernel share, the control,
+#      gets the same ratio: what a mode that reads as one of them reaches;
 #   b) random 4 KiB readers of a cold file: fadvise = random vs kernel:
 #      storage bytes per byte served;
 #   c) streaming a file with drop-behind vs without: page-cache residency
@@ -43,6 +44,9 @@ MIB = 1024 * 1024
 
 SHARES = {
     'kernel': {'vfs objects': 'iotune', 'iotune:readahead': 'kernel'},
+    # the control: a second share like kernel, whose ratio to the better
+    # of kernel and off is what a mode that reads as they do reaches
+    'kernel2': {'vfs objects': 'iotune', 'iotune:readahead': 'kernel'},
     'adaptive': {'vfs objects': 'iotune', 'iotune:readahead': 'adaptive'},
     'adaptive_nopsi': {'vfs objects': 'iotune',
                        'iotune:readahead': 'adaptive',
@@ -286,7 +290,7 @@ def part_a(args, smbd, result):
     for n in names:
         with open(os.path.join(smbd.share_path('off'), n), 'wb') as f:
             f.write(blob)
-    for share in ('kernel', 'adaptive', 'adaptive_nopsi'):
+    for share in ('kernel', 'kernel2', 'adaptive', 'adaptive_nopsi'):
         for n in names:
             os.link(os.path.join(smbd.share_path('off'), n),
                     os.path.join(smbd.share_path(share), n))
@@ -302,8 +306,11 @@ def part_a(args, smbd, result):
         runs = alternating(args.rounds, fns)
         med = {m: median_of_results(v) for m, v in runs.items()}
         # each round's adaptive over the better of kernel and off
-        q = quartiles([a[0] / max(k[0], o[0]) for a, k, o in
-                       zip(runs['adaptive'], runs['kernel'], runs['off'])])
+        def over_best(mode):
+            return quartiles([m[0] / max(k[0], o[0]) for m, k, o in
+                              zip(runs[mode], runs['kernel'], runs['off'])])
+        q = over_best('adaptive')
+        qc = over_best('kernel2')
         print('   %s:' % label)
         for mode in fns:
             print('     %-14s %6.0f MB/s   storage/served %.2f' %
@@ -317,13 +324,17 @@ def part_a(args, smbd, result):
                   med['adaptive'][0] / med['disk'][0],
                   med['off'][0] / med['disk'][0],
                   med['kernel'][0] / med['disk'][0]), flush=True)
+        print('     the control (kernel2, a share like kernel) / the '
+              'better of kernel and off: %.2f (quartiles %.2f-%.2f)' %
+              (qc[1], qc[0], qc[2]), flush=True)
         who = who_read_ahead(before, adaptive_counters(smbd))
         print('     adaptive\'s files: %s' % who['text'], flush=True)
         result['a'][key] = {m: {'mbs': med[m][0], 'waste': med[m][1]}
                             for m in fns}
         result.setdefault('a_who', {})[key] = who
         result.setdefault('a_ratio', {})[key] = {
-            'ratio': q[1], 'q1': q[0], 'q3': q[2]}
+            'ratio': q[1], 'q1': q[0], 'q3': q[2],
+            'control': {'ratio': qc[1], 'q1': qc[0], 'q3': qc[2]}}
 
     result['read_ahead_kb'] = read_ahead_kb(smbd.share_path('kernel'))
     print('a) %d readers of distinct cold %d MiB files, 1 MiB reads, '
@@ -333,7 +344,7 @@ def part_a(args, smbd, result):
            result['read_ahead_kb']))
     result['all_ram_psi_avg10'] = wait_memory_calm()
     compare('the whole RAM for the page cache', 'all_ram',
-            ['kernel', 'adaptive', 'off'])
+            ['kernel', 'adaptive', 'off', 'kernel2'])
     limit = MemoryLimit(args.memory_limit_mib * MIB)
     if limit.path is None:
         print('   memory-limited run skipped: no memory cgroup')
@@ -344,7 +355,7 @@ def part_a(args, smbd, result):
                 'as when many clients share the RAM' %
                 (args.memory_limit_mib, 100.0 * args.memory_limit_mib /
                  (args.readers * args.file_mib)), 'cgroup',
-                ['kernel', 'adaptive', 'off', 'adaptive_nopsi'])
+                ['kernel', 'adaptive', 'off', 'adaptive_nopsi', 'kernel2'])
     finally:
         limit.remove()
 

@@ -441,6 +441,8 @@ def readahead_section(ra, charts, md):
             'cgroup': 'smbd in a %d MiB memory cgroup' %
             ra['memory_limit_mib']}
     names = {'adaptive_nopsi': 'adaptive, `readahead pressure = 0`',
+             'kernel2': 'kernel again (a second, identical share: the '
+                        'control)',
              'disk': 'the disk alone (O_DIRECT, no smbd: the bound)'}
     for run, label in runs.items():
         for mode, v in ra['a'].get(run, {}).items():
@@ -459,6 +461,13 @@ def readahead_section(ra, charts, md):
             ratio = q['ratio']
             bound = ' (median of the rounds\' ratios, quartiles ' \
                 '%.2f-%.2f)' % (q['q1'], q['q3'])
+            if 'control' in q:
+                bound += ' (the control, a second kernel share, reaches ' \
+                    '%.2f of the better of kernel and off, quartiles ' \
+                    '%.2f-%.2f: the criterion\'s spread for a mode that ' \
+                    'reads as one of them)' % (q['control']['ratio'],
+                                                q['control']['q1'],
+                                                q['control']['q3'])
         if 'disk' in a:
             bound += ' (adaptive %.2f, off %.2f, kernel %.2f of the disk ' \
                 'alone)' % (a['adaptive']['mbs'] / a['disk']['mbs'],
