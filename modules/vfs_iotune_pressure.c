@@ -27,67 +27,47 @@
 #include "smbd/smbd.h"
 
 #include "vfs_iotune.h"
+#include "iotune/memcg.h"
 
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
 
 /* failed reads of the pressure file in a row before the process is blind */
 #define IOTUNE_PSI_RETRIES 3
-/* a cgroup v1 limit this high is none (the kernel's "unlimited") */
-#define IOTUNE_MEMCG_V1_NONE (1ULL << 62)
 
-/* the two kinds of memory cgroup: their limit files */
+/* the hierarchies a memory cgroup may be on, v2's first; limit files */
 struct iotune_memcg_kind {
 	const char *root;
-	const char *limit[2];
+	bool v1;
+	const char *limits[3];
 };
 
-static const struct iotune_memcg_kind iotune_memcg_v2[] = {
-	{ "/sys/fs/cgroup", { "memory.high", "memory.max" } },
-	{ "/sys/fs/cgroup/unified", { "memory.high", "memory.max" } },
+static const struct iotune_memcg_kind iotune_memcg_kinds[] = {
+	{ "/sys/fs/cgroup", false, { "memory.high", "memory.max", NULL } },
+	{ "/sys/fs/cgroup/unified", false,
+	  { "memory.high", "memory.max", NULL } },
+	{ "/sys/fs/cgroup/memory", true, { "memory.limit_in_bytes", NULL } },
 };
 
-static const struct iotune_memcg_kind iotune_memcg_v1 = {
-	"/sys/fs/cgroup/memory", { "memory.limit_in_bytes", NULL },
-};
-
-/* smbd's cgroups, from /proc/self/cgroup: the v2 one, v1's memory one */
-struct iotune_self_cgroups {
-	char v2[PATH_MAX];
-	char v1_memory[PATH_MAX];
-};
-
-static void iotune_self_cgroups(struct iotune_self_cgroups *c)
+static void iotune_cgroup_paths_of_self(struct iotune_cgroup_paths *c)
 {
 	char line[PATH_MAX + 64];
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	char *path = NULL;
+	FILE *f = NULL;
 
 	c->v2[0] = c->v1_memory[0] = '\0';
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+	f = fopen("/proc/self/cgroup", "re");
+	if (f == NULL) {
+		return;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
 		line[strcspn(line, "\n")] = '\0';
-		path = strchr(line, ':');
-		path = path != NULL ? strchr(path + 1, ':') : NULL;
-		if (path == NULL) {
-			continue;
-		}
-		*path++ = '\0';
-		if (strncmp(line, "0:", 3) == 0) {
-			snprintf(c->v2, sizeof(c->v2), "%s", path);
-		} else if (strstr(line, ":memory") != NULL ||
-			   strstr(line, ",memory") != NULL) {
-			snprintf(c->v1_memory, sizeof(c->v1_memory), "%s",
-				 path);
-		}
+		iotune_cgroup_line(line, c);
 	}
-	if (f != NULL) {
-		fclose(f);
-	}
+	fclose(f);
 }
 
-/* a cgroup file's number; "max" (none) is 0 */
-static bool iotune_cgroup_value(const char *dir, const char *name,
-				uint64_t *value)
+static bool iotune_cgroup_read(const char *dir, const char *name,
+			       uint64_t *value, void *private_data)
 {
 	char path[PATH_MAX + 64];
 	char buf[32];
@@ -105,80 +85,54 @@ static bool iotune_cgroup_value(const char *dir, const char *name,
 		return false;
 	}
 	buf[n] = '\0';
-	*value = strncmp(buf, "max", 3) == 0 ? 0 : strtoull(buf, NULL, 10);
-	if (*value >= IOTUNE_MEMCG_V1_NONE) {
-		*value = 0;
-	}
-	return true;
-}
-
-/* the lowest of a cgroup's limits; 0: none */
-static uint64_t iotune_memcg_limit(const struct iotune_memcg_kind *kind,
-				   const char *dir)
-{
-	uint64_t limit = 0;
-	uint64_t v = 0;
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(kind->limit) && kind->limit[i]; i++) {
-		if (iotune_cgroup_value(dir, kind->limit[i], &v) && v != 0) {
-			limit = limit == 0 ? v : MIN(limit, v);
-		}
-	}
-	return limit;
+	return iotune_cgroup_number(buf, value);
 }
 
 /*
- * The cgroup whose memory limit bounds smbd's page cache (readahead.h):
- * smbd's own or its nearest ancestor with one (a limit on system.slice
- * bounds smbd.service's pages too).
+ * smbd's memory cgroup (memcg.h): the first hierarchy where its cgroup
+ * has the memory controller's files.  Found when the pressure file
+ * opens; a process moved to another cgroup later keeps the first.
  */
-static bool iotune_memcg_find_in(struct iotune_process *p,
-				 const struct iotune_memcg_kind *kind,
-				 const char *cgroup)
+static void iotune_memcg_find(struct iotune_process *p,
+			      const struct iotune_cgroup_paths *c)
 {
 	char dir[PATH_MAX + 64];
-	char *slash = NULL;
-	size_t root_len = strlen(kind->root);
-
-	snprintf(dir, sizeof(dir), "%s%s", kind->root, cgroup);
-	while (cgroup[0] == '/' && strlen(dir) > root_len) {
-		if (iotune_memcg_limit(kind, dir) != 0) {
-			p->memcg = talloc_strdup(p, dir);
-			p->memcg_kind = kind;
-			DBG_DEBUG("memory limit of %s\n", dir);
-			return p->memcg != NULL;
-		}
-		slash = strrchr(dir, '/');
-		*slash = '\0';
-	}
-	return false;
-}
-
-/* Looked for when the pressure file opens; read at every sample. */
-static void iotune_memcg_find(struct iotune_process *p,
-			      const struct iotune_self_cgroups *c)
-{
+	const char *path = NULL;
 	size_t i;
 
 	TALLOC_FREE(p->memcg);
-	for (i = 0; i < ARRAY_SIZE(iotune_memcg_v2); i++) {
-		if (iotune_memcg_find_in(p, &iotune_memcg_v2[i], c->v2)) {
+	for (i = 0; i < ARRAY_SIZE(iotune_memcg_kinds); i++) {
+		const struct iotune_memcg_kind *kind = &iotune_memcg_kinds[i];
+		uint64_t v = 0;
+
+		path = kind->v1 ? c->v1_memory : c->v2;
+		if (path[0] != '/') {
+			continue;
+		}
+		snprintf(dir, sizeof(dir), "%s%s", kind->root, path);
+		if (iotune_cgroup_read(dir, kind->v1 ? kind->limits[0] :
+						       kind->limits[1],
+				       &v, NULL)) {
+			p->memcg = talloc_strdup(p, dir);
+			p->memcg_kind = kind;
+			DBG_DEBUG("memory cgroup %s\n", dir);
 			return;
 		}
 	}
-	(void)iotune_memcg_find_in(p, &iotune_memcg_v1, c->v1_memory);
 }
 
 static void iotune_memcg_sample(struct iotune_process *p)
 {
-	uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) *
-		       (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t ram = 0;
 	uint64_t limit = 0;
 
 	if (p->memcg != NULL) {
-		limit = iotune_memcg_limit(p->memcg_kind, p->memcg);
+		limit = iotune_memcg_walk(p->memcg_kind->root, p->memcg,
+					  p->memcg_kind->limits,
+					  iotune_cgroup_read, NULL);
 	}
+	ram = (uint64_t)sysconf(_SC_PHYS_PAGES) *
+	      (uint64_t)sysconf(_SC_PAGESIZE);
 	iotune_ra_pressure_limit(&p->ra_budget.pressure, limit, ram);
 }
 
@@ -191,17 +145,17 @@ static void iotune_memcg_sample(struct iotune_process *p)
  */
 static int iotune_psi_open(struct iotune_process *p)
 {
-	struct iotune_self_cgroups c;
+	struct iotune_cgroup_paths c;
 	char path[PATH_MAX + 64];
 	int fd = -1;
 	size_t i;
 
-	iotune_self_cgroups(&c);
+	iotune_cgroup_paths_of_self(&c);
 	iotune_memcg_find(p, &c);
 	for (i = 0; c.v2[0] == '/' && c.v2[1] != '\0' &&
-		    i < ARRAY_SIZE(iotune_memcg_v2) && fd == -1; i++) {
+		    !iotune_memcg_kinds[i].v1 && fd == -1; i++) {
 		snprintf(path, sizeof(path), "%s%s/memory.pressure",
-			 iotune_memcg_v2[i].root, c.v2);
+			 iotune_memcg_kinds[i].root, c.v2);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 	}
 	if (fd == -1) {

@@ -34,7 +34,8 @@ struct iotune_ra_config {
 	uint64_t initial_window;
 	uint64_t max_window;
 	unsigned pressure_permille;	/* 0: memory pressure ignored */
-	bool kernel_first;	/* adaptive: Linux's own until pressure */
+	bool kernel_first;	/* adaptive: Linux's own until pressure,
+				   outside a memory cgroup with a limit */
 	bool drop_behind;
 };
 
@@ -82,17 +83,22 @@ struct iotune_ra_file {
  * is read twice) or push out a page another reader is about to use.
  * While the last interval's share is at or above the share's threshold
  * (cfg->pressure_permille), adaptive read-ahead halves a stream's window
- * at each prefetch instead of doubling it, down to the initial window, so
- * that what is prefetched and not yet read shrinks before the page cache
+ * at each prefetch instead of doubling it, down to two of the stream's
+ * reads (its first window, at least the initial window: less would not
+ * run ahead of a client that keeps reads in flight; with `readahead max`
+ * at two reads or less nothing shrinks), so that what is prefetched and
+ * not yet read shrinks before the page cache
  * thrashes; when an interval passes below the threshold the windows grow
  * again.  The adapter reads the cumulative stall time when
  * iotune_ra_pressure_due() says so and passes it to
  * iotune_ra_pressure_sample(), with Linux's own average of the last
  * 10 s, the verdict of a first sample; where PSI is missing the process
- * is blind (below).
+ * is blind (below), and it passes the memory limit of smbd's cgroup
+ * (iotune_ra_pressure_limit(), memcg.h).
  *
  * Who reads ahead (cfg->kernel_first, a share that watches pressure):
- * while memory is plentiful Linux's own read-ahead is left on and iotune
+ * outside a memory cgroup with a limit (below), while memory is
+ * plentiful Linux's own read-ahead is left on and iotune
  * prefetches nothing.  Linux's is the faster one then (it reads ahead
  * from inside the page cache, marked pages trigger the next window
  * without a system call) and it needs no bound while nothing is evicted.
@@ -103,7 +109,10 @@ struct iotune_ra_file {
  * threshold, so that a stall that comes and goes, or drops because
  * iotune's windows waste less, does not switch a file back and forth.
  * A file opened while an interval of the last IOTUNE_RA_CALM_SAMPLES
- * reached half the threshold starts with iotune's windows.
+ * reached half the threshold starts with iotune's windows.  A share
+ * with no threshold (0), or a process without PSI (blind), always uses
+ * its own windows; a file with the client's random-access hint keeps
+ * Linux's read-ahead off (RANDOM) and gets no prefetch.
  *
  * In a memory cgroup with a limit below the RAM, iotune's windows serve
  * every file from its open, whatever the stall: the cgroup fills within
@@ -113,8 +122,7 @@ struct iotune_ra_file {
  * again.  With 16 readers in a 192 MiB cgroup (bench/readahead.py), the
  * takeover at the first stall still left 1.20-1.25 bytes read per byte
  * served, and iotune's windows from the open 1.00.
- * The adapter passes the limit (iotune_ra_pressure_limit()) at each
- * sample; without one the stall alone decides.
+ * Without such a limit the stall alone decides.
  */
 #define IOTUNE_RA_CALM_SAMPLES 5
 
@@ -145,9 +153,8 @@ void iotune_ra_pressure_sample(struct iotune_ra_pressure *p,
 			       uint64_t stall_us,
 			       unsigned avg10_permille);
 /*
- * The memory limit of smbd's cgroup (the lowest of memory.high and
- * memory.max of it and its nearest ancestor with one; 0: none) and the
- * machine's RAM, at a sample.
+ * The memory limit of smbd's cgroup (the lowest over it and its
+ * ancestors, memcg.h; 0: none) and the machine's RAM, at a sample.
  */
 void iotune_ra_pressure_limit(struct iotune_ra_pressure *p,
 			      uint64_t limit,

@@ -78,3 +78,42 @@ class MemoryLimit:
             os.rmdir(self.path)
         except OSError:
             pass
+
+
+def memory_limit_of(pid):
+    """the lowest memory limit of pid's cgroup and its ancestors up to the
+    hierarchy's root (v2: memory.high, memory.max; v1:
+    memory.limit_in_bytes), as iotune reads it; 0: none"""
+    kinds = (('/sys/fs/cgroup', False, ('memory.high', 'memory.max')),
+             ('/sys/fs/cgroup/unified', False,
+              ('memory.high', 'memory.max')),
+             ('/sys/fs/cgroup/memory', True, ('memory.limit_in_bytes',)))
+    paths = {}
+    with open('/proc/%d/cgroup' % pid) as f:
+        for line in f:
+            num, controllers, path = line.rstrip('\n').split(':', 2)
+            if num == '0' and controllers == '':
+                paths[False] = path
+            elif 'memory' in controllers.split(','):
+                paths[True] = path
+    for root, v1, names in kinds:
+        path = paths.get(v1, '')
+        d = root + path.rstrip('/')
+        if not path.startswith('/') or not os.path.exists(
+                os.path.join(d, names[-1])):
+            continue
+        limits = []
+        while True:
+            for name in names:
+                try:
+                    with open(os.path.join(d, name)) as f:
+                        text = f.read().strip()
+                except OSError:
+                    continue
+                if text.isdigit() and 0 < int(text) < 1 << 62:
+                    limits.append(int(text))
+            if len(d) <= len(root):
+                break
+            d = os.path.dirname(d)
+        return min(limits) if limits else 0
+    return 0
