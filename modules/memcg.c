@@ -29,14 +29,14 @@
 /* a cgroup v1 limit this high is none (the kernel's "unlimited") */
 #define IOTUNE_MEMCG_V1_NONE (1ULL << 62)
 
-/* whether a comma-separated list of controllers has "memory" */
-static bool has_memory(const char *list, size_t len)
+/* whether a list of controllers separated by sep has "memory" */
+static bool has_memory(const char *list, size_t len, char sep)
 {
 	const char *p = list;
 	const char *end = list + len;
 
 	while (p < end) {
-		const char *comma = memchr(p, ',', (size_t)(end - p));
+		const char *comma = memchr(p, sep, (size_t)(end - p));
 		size_t n = comma != NULL ? (size_t)(comma - p) :
 					   (size_t)(end - p);
 
@@ -64,10 +64,15 @@ void iotune_cgroup_line(const char *line, struct iotune_cgroup_paths *c)
 		snprintf(c->v2, sizeof(c->v2), "%s", second + 1);
 		return;
 	}
-	if (has_memory(first + 1, (size_t)(second - first - 1))) {
+	if (has_memory(first + 1, (size_t)(second - first - 1), ',')) {
 		snprintf(c->v1_memory, sizeof(c->v1_memory), "%s",
 			 second + 1);
 	}
+}
+
+bool iotune_cgroup_v2_has_memory(const char *controllers)
+{
+	return has_memory(controllers, strcspn(controllers, "\n"), ' ');
 }
 
 bool iotune_cgroup_number(const char *text, uint64_t *value)
@@ -121,6 +126,7 @@ uint64_t iotune_memcg_walk(const char *root,
 	char *slash = NULL;
 
 	if (strncmp(dir, root, root_len) != 0 ||
+	    (dir[root_len] != '\0' && dir[root_len] != '/') ||
 	    (size_t)snprintf(path, sizeof(path), "%s", dir) >= sizeof(path)) {
 		return 0;
 	}

@@ -66,11 +66,11 @@ static void iotune_cgroup_paths_of_self(struct iotune_cgroup_paths *c)
 	fclose(f);
 }
 
-static bool iotune_cgroup_read(const char *dir, const char *name,
-			       uint64_t *value, void *private_data)
+/* a small file of dir's, as a string; false: not there, or empty */
+static bool iotune_cgroup_text(const char *dir, const char *name,
+			       char *buf, size_t size)
 {
 	char path[PATH_MAX + 64];
-	char buf[32];
 	ssize_t n = -1;
 	int fd = -1;
 
@@ -79,19 +79,48 @@ static bool iotune_cgroup_read(const char *dir, const char *name,
 	if (fd == -1) {
 		return false;
 	}
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	n = pread(fd, buf, size - 1, 0);
 	close(fd);
 	if (n <= 0) {
 		return false;
 	}
 	buf[n] = '\0';
-	return iotune_cgroup_number(buf, value);
+	return true;
+}
+
+static bool iotune_cgroup_read(const char *dir, const char *name,
+			       uint64_t *value, void *private_data)
+{
+	char buf[32];
+
+	return iotune_cgroup_text(dir, name, buf, sizeof(buf)) &&
+	       iotune_cgroup_number(buf, value);
 }
 
 /*
- * smbd's memory cgroup (memcg.h): the first hierarchy where its cgroup
- * has the memory controller's files.  Found when the pressure file
- * opens; a process moved to another cgroup later keeps the first.
+ * Whether the memory controller is on this hierarchy: v2 lists it in the
+ * root's cgroup.controllers (smbd's own cgroup may lack memory.max where
+ * its parent does not delegate the controller, while an ancestor's limit
+ * still bounds its pages); v1's memory hierarchy is its own mount.
+ */
+static bool iotune_memcg_on(const struct iotune_memcg_kind *kind)
+{
+	char buf[256];
+
+	if (kind->v1) {
+		return access(kind->root, F_OK) == 0;
+	}
+	return iotune_cgroup_text(kind->root, "cgroup.controllers", buf,
+				  sizeof(buf)) &&
+	       iotune_cgroup_v2_has_memory(buf);
+}
+
+/*
+ * smbd's memory cgroup (memcg.h): its directory on the first hierarchy
+ * with the memory controller.  Found when the pressure file opens; a
+ * process moved to another cgroup later keeps the first.  Each sample
+ * walks it and its ancestors (a few small reads, at most five times a
+ * second while reads arrive).
  */
 static void iotune_memcg_find(struct iotune_process *p,
 			      const struct iotune_cgroup_paths *c)
@@ -103,16 +132,13 @@ static void iotune_memcg_find(struct iotune_process *p,
 	TALLOC_FREE(p->memcg);
 	for (i = 0; i < ARRAY_SIZE(iotune_memcg_kinds); i++) {
 		const struct iotune_memcg_kind *kind = &iotune_memcg_kinds[i];
-		uint64_t v = 0;
 
 		path = kind->v1 ? c->v1_memory : c->v2;
-		if (path[0] != '/') {
+		if (path[0] != '/' || !iotune_memcg_on(kind)) {
 			continue;
 		}
 		snprintf(dir, sizeof(dir), "%s%s", kind->root, path);
-		if (iotune_cgroup_read(dir, kind->v1 ? kind->limits[0] :
-						       kind->limits[1],
-				       &v, NULL)) {
+		if (access(dir, F_OK) == 0) {
 			p->memcg = talloc_strdup(p, dir);
 			p->memcg_kind = kind;
 			DBG_DEBUG("memory cgroup %s\n", dir);
@@ -153,6 +179,7 @@ static int iotune_psi_open(struct iotune_process *p)
 	iotune_cgroup_paths_of_self(&c);
 	iotune_memcg_find(p, &c);
 	for (i = 0; c.v2[0] == '/' && c.v2[1] != '\0' &&
+		    i < ARRAY_SIZE(iotune_memcg_kinds) &&
 		    !iotune_memcg_kinds[i].v1 && fd == -1; i++) {
 		snprintf(path, sizeof(path), "%s%s/memory.pressure",
 			 iotune_memcg_kinds[i].root, c.v2);

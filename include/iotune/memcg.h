@@ -32,6 +32,9 @@ struct iotune_cgroup_paths {
 /* one line of /proc/self/cgroup (without its newline) into paths */
 void iotune_cgroup_line(const char *line, struct iotune_cgroup_paths *c);
 
+/* a v2 root's cgroup.controllers text: the memory controller is on */
+bool iotune_cgroup_v2_has_memory(const char *controllers);
+
 /*
  * A limit file's text: true and the limit in *value (0: "max", none),
  * false when it is not a number.
@@ -44,7 +47,8 @@ typedef bool (*iotune_cgroup_read_fn)(const char *dir, const char *name,
 
 /*
  * The lowest limit in names (a NULL-terminated list) of dir and of each
- * of its ancestors up to root (a prefix of dir), root included; 0: none.
+ * of its ancestors up to root, root included; 0: none.  root has no
+ * trailing slash; a dir that is neither root nor under it has none.
  */
 uint64_t iotune_memcg_walk(const char *root,
 			   const char *dir,

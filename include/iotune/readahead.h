@@ -110,8 +110,9 @@ struct iotune_ra_file {
  * iotune's windows waste less, does not switch a file back and forth.
  * A file opened while an interval of the last IOTUNE_RA_CALM_SAMPLES
  * reached half the threshold starts with iotune's windows.  A share
- * with no threshold (0), or a process without PSI (blind), always uses
- * its own windows; a file with the client's random-access hint keeps
+ * with no threshold (0) or with an fadvise option (the adapter leaves
+ * kernel_first off), or a process without PSI (blind), always uses its
+ * own windows; a file with the client's random-access hint keeps
  * Linux's read-ahead off (RANDOM) and gets no prefetch.
  *
  * In a memory cgroup with a limit below the RAM, iotune's windows serve

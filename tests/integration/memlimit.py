@@ -83,7 +83,8 @@ class MemoryLimit:
 def memory_limit_of(pid):
     """the lowest memory limit of pid's cgroup and its ancestors up to the
     hierarchy's root (v2: memory.high, memory.max; v1:
-    memory.limit_in_bytes), as iotune reads it; 0: none"""
+    memory.limit_in_bytes), by iotune's rules (include/iotune/memcg.h);
+    0: none"""
     kinds = (('/sys/fs/cgroup', False, ('memory.high', 'memory.max')),
              ('/sys/fs/cgroup/unified', False,
               ('memory.high', 'memory.max')),
@@ -91,16 +92,19 @@ def memory_limit_of(pid):
     paths = {}
     with open('/proc/%d/cgroup' % pid) as f:
         for line in f:
-            num, controllers, path = line.rstrip('\n').split(':', 2)
-            if num == '0' and controllers == '':
-                paths[False] = path
-            elif 'memory' in controllers.split(','):
-                paths[True] = path
+            parts = line.rstrip('\n').split(':', 2)
+            if len(parts) != 3 or not parts[2].startswith('/'):
+                continue
+            if parts[0] == '0' and parts[1] == '':
+                paths[False] = parts[2]
+            elif 'memory' in parts[1].split(','):
+                paths[True] = parts[2]
     for root, v1, names in kinds:
         path = paths.get(v1, '')
+        if not path.startswith('/') or not memory_controller_on(root, v1):
+            continue
         d = root + path.rstrip('/')
-        if not path.startswith('/') or not os.path.exists(
-                os.path.join(d, names[-1])):
+        if not os.path.exists(d):
             continue
         limits = []
         while True:
@@ -117,3 +121,13 @@ def memory_limit_of(pid):
             d = os.path.dirname(d)
         return min(limits) if limits else 0
     return 0
+
+
+def memory_controller_on(root, v1):
+    if v1:
+        return os.path.exists(root)
+    try:
+        with open(os.path.join(root, 'cgroup.controllers')) as f:
+            return 'memory' in f.read().split()
+    except OSError:
+        return False

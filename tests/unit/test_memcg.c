@@ -21,6 +21,7 @@
 #include "iotune/memcg.h"
 
 #define MIB (1024ULL * 1024)
+#define N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* each line in turn, and what the paths are after it */
 static const struct {
@@ -68,6 +69,18 @@ static void test_cgroup_lines(void **state)
 		assert_string_equal(c.v2, v2);
 		assert_string_equal(c.v1_memory, v1);
 	}
+}
+
+static void test_cgroup_v2_controllers(void **state)
+{
+	(void)state;
+	assert_true(iotune_cgroup_v2_has_memory("cpuset cpu io memory pids\n"));
+	assert_true(iotune_cgroup_v2_has_memory("memory"));
+	assert_true(iotune_cgroup_v2_has_memory("memory hugetlb"));
+	assert_false(iotune_cgroup_v2_has_memory("cpuset cpu io pids\n"));
+	assert_false(iotune_cgroup_v2_has_memory("memoryx xmemory\n"));
+	assert_false(iotune_cgroup_v2_has_memory(""));
+	assert_false(iotune_cgroup_v2_has_memory("\nmemory"));
 }
 
 static void test_cgroup_numbers(void **state)
@@ -118,7 +131,7 @@ static bool fake_read(const char *dir, const char *name, uint64_t *value,
 	size_t i;
 
 	fs->reads++;
-	if (strncmp(dir, "/cg", 3) != 0) {
+	if (strncmp(dir, "/cg", 3) != 0 || (dir[3] != '\0' && dir[3] != '/')) {
 		fs->outside = true;
 	}
 	for (i = 0; i < fs->n; i++) {
@@ -168,18 +181,20 @@ static void test_memcg_walk(void **state)
 	};
 
 	(void)state;
-	assert_true(walk(lower_above, 3, "/cg/system.slice/smbd.service") ==
-		    1ULL << 30);
-	assert_true(walk(high_and_max, 3, "/cg/a") == 192 * MIB);
-	assert_true(walk(at_root, 1, "/cg/a/b") == 256 * MIB);
-	assert_true(walk(at_root, 1, "/cg") == 256 * MIB);
-	assert_true(walk(at_root, 1, "/cg/") == 256 * MIB);
-	assert_true(walk(none, 2, "/cg/a") == 0);
+	assert_true(walk(lower_above, N(lower_above),
+			 "/cg/system.slice/smbd.service") == 1ULL << 30);
+	assert_true(walk(high_and_max, N(high_and_max), "/cg/a") == 192 * MIB);
+	assert_true(walk(at_root, N(at_root), "/cg/a/b") == 256 * MIB);
+	assert_true(walk(at_root, N(at_root), "/cg") == 256 * MIB);
+	assert_true(walk(at_root, N(at_root), "/cg/") == 256 * MIB);
+	assert_true(walk(none, N(none), "/cg/a") == 0);
 	/* a directory not under the root: nothing read, no limit */
 	{
-		struct fake_fs fs = { at_root, 1, 0, false };
+		struct fake_fs fs = { at_root, N(at_root), 0, false };
 
 		assert_true(iotune_memcg_walk("/cg", "/other/a", V2,
+					      fake_read, &fs) == 0);
+		assert_true(iotune_memcg_walk("/cg", "/cgx/a", V2,
 					      fake_read, &fs) == 0);
 		assert_int_equal(fs.reads, 0);
 	}
@@ -189,6 +204,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cgroup_lines),
+		cmocka_unit_test(test_cgroup_v2_controllers),
 		cmocka_unit_test(test_cgroup_numbers),
 		cmocka_unit_test(test_memcg_walk),
 	};
