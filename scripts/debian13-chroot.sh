@@ -44,10 +44,20 @@ mirror() {
 	echo "$m"
 }
 
+# /sys comes in with what is mounted under it (/sys/fs/cgroup and its
+# hierarchies: the read-ahead tests put smbd in a memory cgroup, and
+# iotune reads its limit), bound recursively and made a slave first, so
+# that nothing mounted or unmounted in the chroot reaches the host.
 bind_mounts() {
 	for d in proc sys dev dev/pts; do
 		mkdir -p "$1/$d"
-		mountpoint -q "$1/$d" || mount --bind "/$d" "$1/$d"
+		mountpoint -q "$1/$d" && continue
+		if [ "$d" = sys ]; then
+			mount --rbind /sys "$1/sys"
+			mount --make-rslave "$1/sys"
+		else
+			mount --bind "/$d" "$1/$d"
+		fi
 	done
 	mkdir -p "$1/run/samba"
 }
@@ -55,7 +65,7 @@ bind_mounts() {
 unbind_mounts() {
 	for d in dev/pts dev sys proc; do
 		if mountpoint -q "$1/$d" 2>/dev/null; then
-			umount "$1/$d" || umount -l "$1/$d"
+			umount -R "$1/$d" || umount -R -l "$1/$d"
 		fi
 	done
 }
