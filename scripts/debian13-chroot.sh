@@ -6,7 +6,8 @@
 #
 #   scripts/debian13-chroot.sh            prints the chroot's path
 #   scripts/debian13-chroot.sh run CMD... runs CMD in it (as root, with
-#                                         /proc, /dev, /sys bound in)
+#                                         /proc, /dev, /sys bound in, in
+#                                         a mount namespace of its own)
 #
 # The mirror is the machine's own Debian mirror, read from its apt
 # sources (never named here).  About 5 minutes on a fresh machine.
@@ -44,44 +45,43 @@ mirror() {
 	echo "$m"
 }
 
-# /sys comes in with what is mounted under it (/sys/fs/cgroup and its
-# hierarchies: the read-ahead tests put smbd in a memory cgroup, and
-# iotune reads its limit), bound recursively and made a slave first, so
-# that nothing mounted or unmounted in the chroot reaches the host.
-bind_mounts() {
-	for d in proc sys dev dev/pts; do
-		mkdir -p "$1/$d"
-		mountpoint -q "$1/$d" && continue
-		if [ "$d" = sys ]; then
-			mount --rbind /sys "$1/sys"
-			mount --make-rslave "$1/sys"
-		else
-			mount --bind "/$d" "$1/$d"
-		fi
-	done
-	mkdir -p "$1/run/samba"
-}
-
-unbind_mounts() {
+# Mounts an older run left in a chroot (one killed before it unbound
+# them, or a version of this script that bound them on the host): made
+# slaves first, so that unmounting them never reaches the host's mounts
+# where they propagate (systemd mounts / shared).
+unbind_leftovers() {
 	for d in dev/pts dev sys proc; do
 		if mountpoint -q "$1/$d" 2>/dev/null; then
-			umount -R "$1/$d" || umount -R -l "$1/$d"
+			mount --make-rslave "$1/$d"
+			umount -R -l "$1/$d"
 		fi
 	done
 }
 
-# Runs a command in the chroot, with /proc, /sys and /dev bound in only
-# while it runs (a cached chroot never holds the host's /dev mounted, so
-# deleting the cache can never reach into it)
+# Runs a command in the chroot, in a mount namespace of its own where
+# /proc, /dev and /sys are bound in: /sys with what is mounted under it
+# (/sys/fs/cgroup and its hierarchies: the read-ahead tests put smbd in
+# a memory cgroup, and iotune reads its limit).  The namespace's mounts
+# are private: none of them is seen by the host or another namespace,
+# nothing unmounted in it reaches the host's, and they go when its last
+# process ends, even one killed, so a cached chroot never holds the
+# host's /dev or /sys mounted (deleting the cache cannot reach them).
 run_in() {
 	root=$1
 	shift
-	bind_mounts "$root"
-	rc=0
+	unbind_leftovers "$root"
+	mkdir -p "$root/proc" "$root/sys" "$root/dev" "$root/run/samba"
+	# shellcheck disable=SC2016 # expanded by the inner sh
 	LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
-		PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot "$root" "$@" || rc=$?
-	unbind_mounts "$root"
-	return $rc
+		PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		unshare --mount --propagation private -- sh -eu -c '
+			r=$1
+			shift
+			mount --bind /proc "$r/proc"
+			mount --rbind /sys "$r/sys"
+			mount --bind /dev "$r/dev"
+			mount --bind /dev/pts "$r/dev/pts"
+			exec chroot "$r" "$@"' sh "$root" "$@"
 }
 
 make_chroot() {
@@ -89,8 +89,8 @@ make_chroot() {
 		apt-get install -y -q --no-install-recommends debootstrap >&2
 	m=$(mirror)
 	work="$cache_root/$suite-build"
-	unbind_mounts "$work"
-	rm -rf "$work"
+	unbind_leftovers "$work"
+	rm -rf --one-file-system "$work"
 	mkdir -p "$cache_root"
 	debootstrap --variant=minbase "$suite" "$work" "$m" >&2
 	sed -n 's/^deb /deb-src /p' "$work/etc/apt/sources.list" \
@@ -106,7 +106,8 @@ make_chroot() {
 	run_in "$work" sh /iotune-scripts/prepare-samba.sh >&2
 	key=$(echo "$version" | tr ':~' '__')
 	final="$cache_root/$suite-samba-$key"
-	rm -rf "$final"
+	unbind_leftovers "$final"
+	rm -rf --one-file-system "$final"
 	mv "$work" "$final"
 	echo "$version" > "$final/.iotune-chroot"
 	ln -sfn "$final" "$current"
