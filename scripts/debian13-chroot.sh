@@ -45,10 +45,11 @@ mirror() {
 	echo "$m"
 }
 
-# Mounts an older run left in a chroot (one killed before it unbound
-# them, or a version of this script that bound them on the host): made
-# slaves first, so that unmounting them never reaches the host's mounts
-# where they propagate (systemd mounts / shared).
+# Mounts that an earlier version of this script left in a chroot (it
+# bound them in the host's namespace, and a run killed before it unbound
+# them left them there; run_in's namespace leaves none): made slaves
+# first, so that unmounting them never reaches the host's mounts where
+# they propagate (systemd mounts / shared).
 unbind_leftovers() {
 	for d in dev/pts dev sys proc; do
 		if mountpoint -q "$1/$d" 2>/dev/null; then
