@@ -285,6 +285,36 @@ bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
 	return true;
 }
 
+/*
+ * The next batch without the write id: made again from its other writes,
+ * so that its calls cover only bytes of writes that still wait.  When
+ * they no longer fit (the write bridged runs, and without it there are
+ * too many), the batch stays as it was: the write's bytes are reserved
+ * with it, and its verdict comes.
+ */
+bool iotune_rsvq_cancel(struct iotune_rsvq *q, uint64_t id)
+{
+	struct iotune_rsvq_batch b = { 0 };
+	const struct iotune_rsvq_batch *old = &q->next;
+	bool found = false;
+	unsigned int i;
+
+	for (i = 0; i < old->n_writes; i++) {
+		if (old->id[i] == id && !found) {
+			found = true;
+			continue;
+		}
+		if (!batch_add(&b, old->id[i], old->w[i].off,
+			       old->w[i].end)) {
+			return false;
+		}
+	}
+	if (found) {
+		q->next = b;
+	}
+	return found;
+}
+
 void iotune_rsvq_forget(struct iotune_rsvq *q)
 {
 	q->epoch++;

@@ -35,6 +35,11 @@
  *   client's allocation): nothing is known to be reserved, and a batch
  *   on its way when it happened is made again when it is answered, as
  *   its calls may have landed before the change.
+ * - cancel: a queued write that will not be written (its request
+ *   ended) leaves the next batch, whose calls then cover only the other
+ *   writes' bytes.  A write of the batch on its way cannot leave it (its
+ *   calls are made), nor one whose leaving would split the next batch
+ *   into more calls than it may make: their verdicts still come.
  * - Nothing is ever given back: only bytes of writes are reserved.
  *
  * Copyright (C) iotune authors 2026
@@ -114,6 +119,9 @@ enum iotune_rsvq_verdict iotune_rsvq_submit(struct iotune_rsvq *q,
  */
 bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
 		      struct iotune_rsvq_decided *out);
+
+/* a write of the next batch leaves it (true), or stays (see above) */
+bool iotune_rsvq_cancel(struct iotune_rsvq *q, uint64_t id);
 
 /* the file's space changed: nothing is known to be reserved */
 void iotune_rsvq_forget(struct iotune_rsvq *q);

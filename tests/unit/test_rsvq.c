@@ -350,6 +350,58 @@ static void test_full_writes_are_busy(void **state)
 	}
 }
 
+/* a write that leaves the next batch: its bytes are not reserved */
+static void test_a_cancelled_write_leaves_the_next_batch(void **state)
+{
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(2, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(3, 8 * K, 12 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(4, 64 * K, 68 * K), IOTUNE_RSVQ_QUEUED);
+	/* the batch on its way keeps its write */
+	assert_false(iotune_rsvq_cancel(&q, 1));
+	assert_true(iotune_rsvq_cancel(&q, 2));
+	assert_false(iotune_rsvq_cancel(&q, 2));	/* gone already */
+
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 1);
+	assert_decided(0, 1, IOTUNE_RSVQ_CACHE);
+	assert_int_equal(out.calls.n, 2);
+	assert_call(&out.calls, 0, 8 * K, 12 * K);
+	assert_call(&out.calls, 1, 64 * K, 68 * K);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_true(iotune_rsvq_done(&q, 1, 0, &out));
+	assert_int_equal(out.n, 2);
+	assert_decided(0, 3, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 4, IOTUNE_RSVQ_CACHE);
+	/* nothing of write 2's bytes is known to be reserved */
+	assert_int_equal(submit(5, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(calls.n, 1);
+	assert_call(&calls, 0, 4 * K, 8 * K);
+}
+
+/* a bridging write whose leaving would make too many calls stays */
+static void test_a_bridge_that_cannot_leave_stays(void **state)
+{
+	uint64_t i;
+
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(10, 100 * K, 104 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(11, 108 * K, 112 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(12, 104 * K, 108 * K), IOTUNE_RSVQ_QUEUED);
+	for (i = 1; i < IOTUNE_RSVQ_RUNS; i++) {
+		assert_int_equal(submit(20 + i, 200 * K * i,
+					200 * K * i + 4 * K),
+				 IOTUNE_RSVQ_QUEUED);
+	}
+	assert_false(iotune_rsvq_cancel(&q, 12));
+	assert_true(iotune_rsvq_cancel(&q, 21));
+	assert_true(iotune_rsvq_cancel(&q, 12));	/* fits now */
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.calls.n, IOTUNE_RSVQ_RUNS);
+	assert_call(&out.calls, 0, 100 * K, 104 * K);
+	assert_call(&out.calls, 1, 108 * K, 112 * K);
+}
+
 static void test_answers_that_match_no_call(void **state)
 {
 	assert_false(iotune_rsvq_done(&q, 0, 0, &out));
@@ -456,6 +508,10 @@ int main(void)
 		cmocka_unit_test_setup(test_forget_between_answers, setup),
 		cmocka_unit_test_setup(test_full_runs_are_busy, setup),
 		cmocka_unit_test_setup(test_full_writes_are_busy, setup),
+		cmocka_unit_test_setup(
+			test_a_cancelled_write_leaves_the_next_batch, setup),
+		cmocka_unit_test_setup(test_a_bridge_that_cannot_leave_stays,
+				       setup),
 		cmocka_unit_test_setup(test_answers_that_match_no_call,
 				       setup),
 		cmocka_unit_test_setup(test_randomized_model, setup),
