@@ -106,10 +106,16 @@ static void op_remove(struct iotune_wc_op **list, struct iotune_wc_op *op)
 }
 
 /* op leaves the queue to be written to disk by the caller */
+static void op_leave_queue(struct iotune_wcache *c, struct iotune_wc_op *op)
+{
+	op_remove(&c->queue, op);
+	iotune_wc_reserve_leave(c, op);
+}
+
 static void op_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
 		       struct iotune_wc_action *act)
 {
-	op_remove(&c->queue, op);
+	op_leave_queue(c, op);
 	op->state = IOTUNE_WC_OP_TO_DISK;
 	op_append(&c->to_disk, op);
 	act->to_disk = true;
@@ -119,7 +125,7 @@ static void op_to_disk(struct iotune_wcache *c, struct iotune_wc_op *op,
 static void op_to_copy(struct iotune_wcache *c, struct iotune_wc_op *op,
 		       struct iotune_wc_action *act)
 {
-	op_remove(&c->queue, op);
+	op_leave_queue(c, op);
 	op->state = IOTUNE_WC_OP_TO_COPY;
 	op_append(&c->to_copy, op);
 	act->to_copy = true;
@@ -128,7 +134,7 @@ static void op_to_copy(struct iotune_wcache *c, struct iotune_wc_op *op,
 static void op_complete(struct iotune_wcache *c, struct iotune_wc_op *op,
 			ssize_t ret, int err, struct iotune_wc_action *act)
 {
-	op_remove(&c->queue, op);
+	op_leave_queue(c, op);
 	op->ret = ret;
 	op->err = ret < 0 ? err : 0;
 	op->state = IOTUNE_WC_OP_DONE;
@@ -210,7 +216,7 @@ bool iotune_wc_idle(const struct iotune_wcache *c)
 	return !iotune_wc_is_dirty(c) && !iotune_wc_flush_in_flight(c) &&
 	       c->queue == NULL && c->to_disk == NULL && c->on_disk == NULL &&
 	       !iotune_wc_copies_in_flight(c) && c->done == NULL &&
-	       c->error == 0;
+	       c->error == 0 && !iotune_wc_reserving(c);
 }
 
 bool iotune_wc_copies_in_flight(const struct iotune_wcache *c)
@@ -333,9 +339,10 @@ static enum absorb_result absorb(struct iotune_wcache *c,
 	    end > c->active.base + c->p.capacity) {
 		return ABSORB_NO;
 	}
-	switch (iotune_wc_reserve_write(c, op->off, end)) {
+	switch (c->p.reserve_async ? 0 :
+		iotune_wc_reserve_write(c, op->off, end)) {
 	case 0:
-		break;
+		break;	/* async: step_absorb() saw it reserved */
 	case ENOSPC:
 		return ABSORB_NO_SPACE;
 	default:
@@ -406,8 +413,21 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 	if (in_flight_overlaps(c, op->off, op->off + op->n)) {
 		return false;	/* disk_done(), copy_done() run it again */
 	}
-	if (op->reserve_slow &&
-	    iotune_wc_reserve_needed(c, op->off, op->off + op->n)) {
+	if (c->p.reserve_async) {
+		switch (iotune_wc_reserve_state(c, op, act)) {
+		case 0:
+			break;
+		case ENOSPC:
+			if (!step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act)) {
+				return false;
+			}
+			WC_COUNT(c, reserve_full, c->no_reserve ? 0 : 1);
+			return true;
+		default:
+			return false;	/* reserve_done() runs it again */
+		}
+	} else if (op->reserve_slow &&
+		   iotune_wc_reserve_needed(c, op->off, op->off + op->n)) {
 		/* IOTUNE_WC_RESERVE_SLOW_US: written through, side by side */
 		if (step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act)) {
 			WC_COUNT(c, reserve_slow, 1);
@@ -560,6 +580,7 @@ void iotune_wc_submit(struct iotune_wcache *c,
 	op->ret = 0;
 	op->err = 0;
 	op_append(&c->queue, op);
+	iotune_wc_reserve_ask(c, op, act);
 	iotune_wc_run(c, now_ms, act);
 }
 
@@ -673,7 +694,7 @@ bool iotune_wc_cancel(struct iotune_wcache *c, struct iotune_wc_op *op)
 {
 	switch (op->state) {
 	case IOTUNE_WC_OP_QUEUED:
-		op_remove(&c->queue, op);
+		op_leave_queue(c, op);
 		break;
 	case IOTUNE_WC_OP_TO_DISK:
 		op_remove(&c->to_disk, op);
@@ -703,5 +724,7 @@ void iotune_wc_end(struct iotune_wcache *c, struct iotune_wc_action *act)
 	while (c->queue != NULL) {
 		op_complete(c, c->queue, -1, EBADF, act);
 	}
-	iotune_wc_forget_reservations(c);
+	/* a batch on its way is answered, and starts no other */
+	c->reserved_lo = 0;
+	c->reserved_hi = 0;
 }

@@ -74,6 +74,14 @@ bool iotune_wc_reserve_needed(const struct iotune_wcache *c, uint64_t off,
 			      uint64_t end);
 int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
 			    uint64_t end);
+/* reserve_async: a write asks for its reservation as it arrives */
+void iotune_wc_reserve_ask(struct iotune_wcache *c, struct iotune_wc_op *op,
+			   struct iotune_wc_action *act);
+/* 0: reserved, ENOSPC: write it through, EAGAIN: wait for its verdict */
+int iotune_wc_reserve_state(struct iotune_wcache *c, struct iotune_wc_op *op,
+			    struct iotune_wc_action *act);
+/* op leaves the queue (to disk, complete, to copy, cancelled) */
+void iotune_wc_reserve_leave(struct iotune_wcache *c, struct iotune_wc_op *op);
 
 /* wcache_flush.c */
 /* a retry of failed data is being written */

@@ -89,8 +89,231 @@ int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
 	return 0;
 }
 
+/*
+ * Reservations in batches (params.reserve_async, include/iotune/rsvq.h):
+ * a write asks for its bytes as it arrives (iotune_wc_reserve_ask()),
+ * while the writes ahead of it still wait in the FIFO, so the writes
+ * that arrive while one batch is on its way are reserved together by
+ * the next.  A write is absorbed once its verdict came (step_absorb()).
+ * Ids are a counter, not addresses: the verdict of a write that left the
+ * queue meanwhile (to disk, failed, its request ended) matches no op,
+ * even when a new op lives where it did.
+ */
+static bool wants_reservation(const struct iotune_wcache *c,
+			      const struct iotune_wc_op *op)
+{
+	return c->p.reserve_async && op->kind == IOTUNE_WC_OP_WRITE &&
+	       op->n > 0 && op->may_cache && !c->lost && !c->no_reserve &&
+	       c->io->reserve != NULL &&
+	       iotune_wc_would_keep(&c->p, op->off, op->n);
+}
+
+static struct iotune_wc_op *queued_op(const struct iotune_wcache *c,
+				      uint64_t id)
+{
+	struct iotune_wc_op *op = NULL;
+
+	for (op = c->queue; op != NULL; op = op->next) {
+		if (op->rsv_id == id && op->kind == IOTUNE_WC_OP_WRITE) {
+			return op;
+		}
+	}
+	return NULL;
+}
+
+static void take_calls(struct iotune_wcache *c,
+		       const struct iotune_rsvq_calls *calls,
+		       struct iotune_wc_action *act)
+{
+	if (calls->n > 0) {
+		act->reserve = *calls;
+		WC_COUNT(c, reserve_calls, calls->n);
+	}
+}
+
+static void take_verdict(struct iotune_wcache *c, struct iotune_wc_op *op,
+			 enum iotune_rsvq_verdict v)
+{
+	switch (v) {
+	case IOTUNE_RSVQ_CACHE:
+		op->rsv = IOTUNE_WC_RSV_OK;
+		c->disk_size = MAX(c->disk_size, op->off + op->n);
+		break;
+	case IOTUNE_RSVQ_QUEUED:
+		op->rsv = IOTUNE_WC_RSV_WAIT;
+		break;
+	case IOTUNE_RSVQ_BUSY:
+		op->rsv = IOTUNE_WC_RSV_BUSY;
+		break;
+	case IOTUNE_RSVQ_THROUGH:
+		/* no space, or (c->no_reserve) the file system cannot */
+		op->rsv = IOTUNE_WC_RSV_NO_SPACE;
+		break;
+	}
+}
+
+static void reserve_inline(struct iotune_wcache *c, struct iotune_wc_op *op,
+			   struct iotune_wc_action *act)
+{
+	switch (iotune_wc_reserve_write(c, op->off, op->off + op->n)) {
+	case 0:
+		op->rsv = IOTUNE_WC_RSV_OK;
+		break;
+	case ENOSPC:
+		op->rsv = IOTUNE_WC_RSV_NO_SPACE;
+		break;
+	default:
+		/* c->no_reserve: written through from now on */
+		act->cannot_reserve = true;
+		op->rsv = IOTUNE_WC_RSV_NO_SPACE;
+		break;
+	}
+}
+
+/* an op ahead of op waits for room in a batch: op waits behind it */
+static bool busy_ahead(const struct iotune_wcache *c,
+		       const struct iotune_wc_op *op)
+{
+	const struct iotune_wc_op *o = NULL;
+
+	for (o = c->queue; o != NULL && o != op; o = o->next) {
+		if (o->rsv == IOTUNE_WC_RSV_BUSY) {
+			return true;
+		}
+	}
+	return false;
+}
+
+void iotune_wc_reserve_ask(struct iotune_wcache *c, struct iotune_wc_op *op,
+			   struct iotune_wc_action *act)
+{
+	struct iotune_rsvq_calls calls = { 0 };
+	enum iotune_rsvq_verdict v;
+
+	op->rsv = IOTUNE_WC_RSV_NONE;
+	if (!wants_reservation(c, op)) {
+		return;
+	}
+	op->rsv_id = ++c->rsv_ids;
+	if (busy_ahead(c, op)) {
+		op->rsv = IOTUNE_WC_RSV_BUSY;
+		return;
+	}
+	if (reserved_already(c, op->off, op->off + op->n)) {
+		op->rsv = IOTUNE_WC_RSV_OK;
+		return;
+	}
+	if (!op->busy && iotune_rsvq_idle(&c->rq)) {
+		/* alone in flight: an inline call answers soonest */
+		reserve_inline(c, op, act);
+		return;
+	}
+	v = iotune_rsvq_submit(&c->rq, op->rsv_id, op->off, op->off + op->n,
+			       &calls);
+	take_verdict(c, op, v);
+	take_calls(c, &calls, act);
+}
+
+/* the ops that found the next batch full ask again, in order */
+static void ask_busy_again(struct iotune_wcache *c,
+			   struct iotune_wc_action *act)
+{
+	struct iotune_wc_op *op = NULL;
+
+	for (op = c->queue; op != NULL; op = op->next) {
+		struct iotune_rsvq_calls calls = { 0 };
+		enum iotune_rsvq_verdict v;
+
+		if (op->rsv != IOTUNE_WC_RSV_BUSY) {
+			continue;
+		}
+		v = iotune_rsvq_submit(&c->rq, op->rsv_id, op->off,
+				       op->off + op->n, &calls);
+		take_verdict(c, op, v);
+		take_calls(c, &calls, act);
+		if (v == IOTUNE_RSVQ_BUSY) {
+			return;
+		}
+	}
+}
+
+void iotune_wc_reserve_done(struct iotune_wcache *c,
+			    unsigned run,
+			    int err,
+			    uint64_t now_ms,
+			    struct iotune_wc_action *act)
+{
+	struct iotune_rsvq_decided d;
+	unsigned i;
+
+	*act = (struct iotune_wc_action) { 0 };
+	if (!iotune_rsvq_done(&c->rq, run, err, &d)) {
+		return;
+	}
+	if (d.cannot_reserve) {
+		c->no_reserve = true;
+		act->cannot_reserve = true;
+	}
+	for (i = 0; i < d.n; i++) {
+		struct iotune_wc_op *op = queued_op(c, d.id[i]);
+
+		if (op != NULL) {
+			take_verdict(c, op, d.verdict[i]);
+		}
+	}
+	take_calls(c, &d.calls, act);
+	ask_busy_again(c, act);
+	iotune_wc_run(c, now_ms, act);
+}
+
+/*
+ * Where a queued write stands with its reservation, from step_absorb():
+ * 0 (reserved), ENOSPC (write it through) or EAGAIN (wait: a
+ * reserve_done() runs the queue again).
+ */
+int iotune_wc_reserve_state(struct iotune_wcache *c, struct iotune_wc_op *op,
+			    struct iotune_wc_action *act)
+{
+	if (op->rsv == IOTUNE_WC_RSV_NONE) {
+		/* asked for again after a forget, or not yet */
+		iotune_wc_reserve_ask(c, op, act);
+	}
+	switch (op->rsv) {
+	case IOTUNE_WC_RSV_OK:
+		return 0;
+	case IOTUNE_WC_RSV_NO_SPACE:
+		return ENOSPC;
+	case IOTUNE_WC_RSV_NONE:
+		return ENOSPC;	/* not to be cached: never unreserved */
+	default:
+		return EAGAIN;
+	}
+}
+
+/* op leaves the queue: a batch that has not started need not reserve it */
+void iotune_wc_reserve_leave(struct iotune_wcache *c, struct iotune_wc_op *op)
+{
+	if (op->rsv == IOTUNE_WC_RSV_WAIT) {
+		(void)iotune_rsvq_cancel(&c->rq, op->rsv_id);
+	}
+	op->rsv = IOTUNE_WC_RSV_NONE;
+}
+
+bool iotune_wc_reserving(const struct iotune_wcache *c)
+{
+	return !iotune_rsvq_idle(&c->rq);
+}
+
 void iotune_wc_forget_reservations(struct iotune_wcache *c)
 {
+	struct iotune_wc_op *op = NULL;
+
 	c->reserved_lo = 0;
 	c->reserved_hi = 0;
+	iotune_rsvq_forget(&c->rq);
+	for (op = c->queue; op != NULL; op = op->next) {
+		if (op->rsv == IOTUNE_WC_RSV_OK) {
+			op->rsv = IOTUNE_WC_RSV_NONE;	/* may be gone */
+		}
+	}
 }

@@ -31,7 +31,11 @@
  *   (io->reserve, a fallocate that may extend the file as the write
  *   would): what was acknowledged fits, and sizes on disk are true.
  *   Nothing else is reserved, so nothing is ever given back: the core
- *   never asks for a truncate or a punched hole.
+ *   never asks for a truncate or a punched hole.  With reserve_async
+ *   the writes ask for their reservations as they arrive, in batches of
+ *   include/iotune/rsvq.h (one batch on its way, the writes that arrive
+ *   meanwhile join the next); a write waits in the FIFO until its
+ *   verdict came, and one whose bytes did not fit goes to disk.
  * - A flush that fails keeps its data and is retried with a backoff.
  *   While it is not written, every write or barrier first retries it and
  *   fails with the error when that retry fails (with several failed
@@ -56,6 +60,7 @@
 #include <sys/types.h>
 
 #include "iotune/wctimes.h"
+#include "iotune/rsvq.h"
 
 enum iotune_flush_reason {
 	IOTUNE_FLUSH_FULL,		/* window completely dirty */
@@ -158,6 +163,15 @@ enum iotune_wc_op_state {
 	IOTUNE_WC_OP_DONE,	/* complete: ret / err, to be taken */
 };
 
+/* A write's reservation when they are made in batches (reserve_async) */
+enum iotune_wc_rsv {
+	IOTUNE_WC_RSV_NONE,	/* not asked for (yet) */
+	IOTUNE_WC_RSV_WAIT,	/* in a batch: iotune_wc_reserve_done() */
+	IOTUNE_WC_RSV_BUSY,	/* the next batch was full: asked again */
+	IOTUNE_WC_RSV_OK,	/* its bytes are reserved */
+	IOTUNE_WC_RSV_NO_SPACE,	/* they could not be: written through */
+};
+
 /* One client request, owned by the caller (part of its request state) */
 struct iotune_wc_op {
 	struct iotune_wc_op *prev, *next;	/* in one list of the cache */
@@ -178,6 +192,8 @@ struct iotune_wc_op {
 	int err;		/* DONE with ret -1: the errno */
 	void *private_data;	/* the caller's */
 	bool waited;		/* the core's: it waited for a flush */
+	enum iotune_wc_rsv rsv;	/* the core's: its reservation (async) */
+	uint64_t rsv_id;	/* the core's: its id in the batches */
 };
 
 struct iotune_wc_params {
@@ -189,6 +205,10 @@ struct iotune_wc_params {
 				 * copies all) */
 	unsigned flushes;	/* windows on their way to disk at once
 				 * (1 .. IOTUNE_WC_MAX_FLUSHES; 0: 1) */
+	bool reserve_async;	/* reservations in batches off the main
+				 * thread (act->reserve, answered with
+				 * iotune_wc_reserve_done()); false: one
+				 * io->reserve call inline per write */
 };
 
 /*
@@ -242,6 +262,8 @@ struct iotune_wcache {
 	bool no_reserve;		/* the file system cannot reserve */
 	uint64_t reserved_lo;		/* [lo, hi): reserved last, known */
 	uint64_t reserved_hi;
+	struct iotune_rsvq rq;		/* reserve_async: the batches */
+	uint64_t rsv_ids;		/* the last op's rsv_id */
 	uint64_t landed;		/* writes of cached data that landed */
 	struct iotune_wc_times times;	/* wctimes.h */
 	uint64_t log_next_ms;		/* rate limit of error lines */
@@ -272,6 +294,10 @@ struct iotune_wc_action {
 	uint64_t dropped;	/* bytes dropped for good: log it */
 	int drop_err;		/* ... because of this errno (0: ended) */
 	bool cannot_reserve;	/* the file system refused a reservation */
+	struct iotune_rsvq_calls reserve;	/* reserve_async: start these
+						 * reservations; answer each
+						 * (by its index) with
+						 * iotune_wc_reserve_done() */
 };
 
 /*
@@ -386,6 +412,20 @@ int iotune_wc_flush_sync(struct iotune_wcache *c,
 			 enum iotune_flush_reason reason,
 			 uint64_t now_ms,
 			 struct iotune_wc_action *act);
+
+/*
+ * reserve_async: the answer (0 or an errno, as io->reserve's) of the
+ * reservation number run of the batch on its way (act->reserve of an
+ * earlier call).  An answer that matches no call changes nothing.
+ */
+void iotune_wc_reserve_done(struct iotune_wcache *c,
+			    unsigned run,
+			    int err,
+			    uint64_t now_ms,
+			    struct iotune_wc_action *act);
+
+/* reserve_async: reservations on their way (the caller must answer) */
+bool iotune_wc_reserving(const struct iotune_wcache *c);
 
 /* Takes (and clears) the error of dropped data not yet reported. */
 int iotune_wc_take_error(struct iotune_wcache *c);

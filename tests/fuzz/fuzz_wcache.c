@@ -55,7 +55,28 @@ static ssize_t fake_pwrite(void *p, const void *buf, size_t n, uint64_t off)
 	return (ssize_t)n;
 }
 
-static const struct iotune_wc_io_ops io = { .pwrite = fake_pwrite };
+/* a reservation: fails with ENOSPC when reserve_full, else moves the size */
+static int reserve_full;
+
+static int fake_reserve(void *p, uint64_t off, uint64_t len)
+{
+	if (reserve_full) {
+		return ENOSPC;
+	}
+	if (off + len > disk_size) {
+		memset(disk + disk_size, 0, off + len - disk_size);
+		disk_size = off + len;
+	}
+	return 0;
+}
+
+static const struct iotune_wc_io_ops io = {
+	.pwrite = fake_pwrite, .reserve = fake_reserve,
+};
+
+/* reserve_async: the calls of the batch on its way, answered or not */
+static struct iotune_rsvq_calls rsv;
+static unsigned rsv_answered;
 
 struct slot {
 	struct iotune_wc_op op;
@@ -92,6 +113,13 @@ static void apply(const struct iotune_wc_action *act)
 	}
 	if (act->tick_ms != 0 && act->tick_ms <= now) {
 		abort();	/* would spin */
+	}
+	if (act->reserve.n > 0) {
+		if (rsv_answered != (1u << rsv.n) - 1) {
+			abort();	/* one batch on its way at a time */
+		}
+		rsv = act->reserve;
+		rsv_answered = 0;
 	}
 	if (act->flush_io) {
 		unsigned i;
@@ -145,6 +173,24 @@ static void do_disk(struct slot *s)
 	apply(&act);
 }
 
+/* answers call i of the batch on its way, if it waits */
+static void do_reserve(unsigned i, int full)
+{
+	struct iotune_wc_action act;
+	int err;
+
+	if (i >= rsv.n || (rsv_answered & (1u << i)) != 0) {
+		return;
+	}
+	rsv_answered |= 1u << i;
+	reserve_full = full;
+	err = fake_reserve(NULL, rsv.run[i].off,
+			   rsv.run[i].end - rsv.run[i].off);
+	reserve_full = 0;
+	iotune_wc_reserve_done(&c, i, err, now, &act);
+	apply(&act);
+}
+
 static void settle(void)
 {
 	int any = 1;
@@ -153,6 +199,12 @@ static void settle(void)
 		size_t i;
 
 		any = 0;
+		for (i = 0; i < rsv.n; i++) {
+			if ((rsv_answered & (1u << i)) == 0) {
+				do_reserve((unsigned)i, 0);
+				any = 1;
+			}
+		}
 		if (piece) {
 			do_piece(0, 0);
 			any = 1;
@@ -187,6 +239,7 @@ static void check_read(uint64_t off, size_t n)
 	size_t got_disk = 0;
 	size_t got;
 	size_t want = 0;
+	size_t i;
 
 	if (off < disk_size) {
 		got_disk = disk_size - off < n ? disk_size - off : n;
@@ -196,8 +249,18 @@ static void check_read(uint64_t off, size_t n)
 	if (off < model_size) {
 		want = model_size - off < n ? model_size - off : n;
 	}
-	if (got != want || memcmp(buf, model + off, want) != 0) {
+	if (got < want || memcmp(buf, model + off, want) != 0) {
 		abort();
+	}
+	/* past the model: zeros reserved for writes not acknowledged yet */
+	if (got > want && (off + got > disk_size ||
+			   !c.p.reserve_async)) {
+		abort();
+	}
+	for (i = want; i < got; i++) {
+		if (buf[i] != 0) {
+			abort();
+		}
 	}
 }
 
@@ -260,8 +323,10 @@ static void step(const uint8_t *d, int *lost)
 		submit(IOTUNE_WC_OP_WRITE, off, n, d[0] ^ d[3], !*lost);
 		break;
 	case 4:
-		if (piece) {
+		if (piece && !(c.p.reserve_async && (d[2] & 1))) {
 			do_piece((d[3] >> 1) % piece, d[3] & 1);
+		} else if (rsv.n > 0) {
+			do_reserve(d[3] % rsv.n, (d[3] & 0x30) == 0x30);
 		}
 		break;
 	case 5:
@@ -309,6 +374,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.capacity = CAP, .timeout_ms = 1000,
 		/* windows on their way to disk at once, from the input */
 		.flushes = size > 0 ? 1 + data[0] % IOTUNE_WC_MAX_FLUSHES : 1,
+		/* reservations in batches or inline */
+		.reserve_async = size > 0 && (data[0] & 0x10) != 0,
 	};
 	struct iotune_wc_action act;
 	int lost = 0;
@@ -318,6 +385,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	disk_mtime = set_mtime = IOTUNE_TS_NONE;
 	fail_next = 0;
 	piece = 0;
+	rsv.n = 0;
+	rsv_answered = 0;
 	now = 1;
 	memset(slots, 0, sizeof(slots));
 	iotune_wc_init(&c, &params, 0, &io, &stats);
@@ -335,9 +404,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!iotune_wc_idle(&c)) {
 		abort();
 	}
-	if (disk_size != model_size ||
-	    memcmp(disk, model, model_size) != 0) {
+	if (disk_size < model_size || memcmp(disk, model, model_size) != 0) {
 		abort();
+	}
+	/*
+	 * Past the model only zeros reserved for writes that then failed
+	 * (an earlier flush's error went to them while their batch was on
+	 * its way): a batch's calls cannot be taken back.
+	 */
+	for (i = model_size; i < disk_size; i++) {
+		if (disk[i] != 0 || !params.reserve_async) {
+			abort();
+		}
 	}
 	/* every time set is the file's time once all data landed */
 	if (!iotune_ts_is_none(set_mtime) &&

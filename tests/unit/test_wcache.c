@@ -187,17 +187,23 @@ struct fixture {
 	bool cannot_reserve;
 	bool busy;		/* writes say other requests are in flight */
 	bool reserve_slow;	/* writes say a reservation is a round trip */
+	unsigned n_rsv;		/* reserve_async: the calls of a batch */
+	struct iotune_rsvq_range rsv[IOTUNE_RSVQ_RUNS];
+	bool rsv_done[IOTUNE_RSVQ_RUNS];	/* ... answered */
+	unsigned batches;	/* batches started */
 	struct w w[MAX_OPS];
 	uint8_t model[DISK_MAX];
 	uint64_t model_size;
 };
 
-static int setup_params(void **state, uint64_t copy_size, unsigned flushes)
+static int setup_all(void **state, uint64_t copy_size, unsigned flushes,
+		     bool reserve_async)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct iotune_wc_params p = {
 		.capacity = CAP, .timeout_ms = 1000,
 		.copy_size = copy_size, .flushes = flushes,
+		.reserve_async = reserve_async,
 	};
 
 	assert_non_null(f);
@@ -215,9 +221,23 @@ static int setup_params(void **state, uint64_t copy_size, unsigned flushes)
 	return 0;
 }
 
+static int setup_params(void **state, uint64_t copy_size, unsigned flushes)
+{
+	return setup_all(state, copy_size, flushes, false);
+}
+
 static int setup(void **state)
 {
 	return setup_params(state, 0, 1);
+}
+
+/* reservations in batches; writes say other requests are in flight */
+static int setup_async(void **state)
+{
+	int ret = setup_all(state, 0, 2, true);
+
+	((struct fixture *)*state)->busy = true;
+	return ret;
 }
 
 /* writes of 16 KiB and more are copied by the caller (the thread pool) */
@@ -265,12 +285,49 @@ static void model_write(struct fixture *f, uint64_t off, const void *buf,
 	}
 }
 
+/* every byte acknowledged was reserved for the cache, or is on disk */
+static void assert_reserved_or_written(const struct fake_disk *d,
+				       uint64_t off, uint64_t end)
+{
+	uint64_t b;
+
+	for (b = off / BLOCK; b * BLOCK < end; b++) {
+		if (!d->alloc[b] && !d->written[b]) {
+			fail_msg("block %llu acknowledged, not reserved",
+				 (unsigned long long)b);
+		}
+	}
+}
+
 static void op_finished(struct fixture *f, struct w *w)
 {
 	w->done = true;
 	if (w->op.kind == IOTUNE_WC_OP_WRITE && w->op.ret > 0) {
+		assert_reserved_or_written(&f->disk, w->op.off,
+					   w->op.off + (uint64_t)w->op.ret);
 		model_write(f, w->op.off, w->op.data, (size_t)w->op.ret);
 	}
+}
+
+/* a batch's calls start: one batch on its way at a time */
+static void take_reservations(struct fixture *f,
+			      const struct iotune_rsvq_calls *calls)
+{
+	unsigned i;
+
+	if (calls->n == 0) {
+		return;
+	}
+	for (i = 0; i < f->n_rsv; i++) {
+		assert_true(f->rsv_done[i]);
+	}
+	assert_true(f->c.p.reserve_async);
+	f->n_rsv = calls->n;
+	for (i = 0; i < calls->n; i++) {
+		f->rsv[i] = calls->run[i];
+		f->rsv_done[i] = false;
+	}
+	f->batches++;
 }
 
 /* The fake adapter: does what the core asks, or keeps it for later. */
@@ -288,6 +345,7 @@ static void apply(struct fixture *f, const struct iotune_wc_action *act)
 	}
 	f->dropped += act->dropped;
 	f->cannot_reserve |= act->cannot_reserve;
+	take_reservations(f, &act->reserve);
 	if (act->flush_io) {
 		unsigned i;
 
@@ -387,6 +445,45 @@ static void do_piece_at(struct fixture *f, unsigned i)
 	apply(f, &act);
 }
 
+/* Makes reservation call i of the batch on its way (err: it fails so) */
+static void do_reserve_err(struct fixture *f, unsigned i, int err)
+{
+	struct iotune_wc_action act;
+	int ret = err;
+
+	assert_true(i < f->n_rsv && !f->rsv_done[i]);
+	f->rsv_done[i] = true;
+	if (ret == 0) {
+		ret = fake_reserve(&f->disk, f->rsv[i].off,
+				   f->rsv[i].end - f->rsv[i].off);
+	}
+	iotune_wc_reserve_done(&f->c, i, ret, f->now, &act);
+	apply(f, &act);
+}
+
+/* a call waits for its answer: its number, or -1 */
+static int reserve_waiting(const struct fixture *f)
+{
+	unsigned i;
+
+	for (i = 0; i < f->n_rsv; i++) {
+		if (!f->rsv_done[i]) {
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* Answers the reservations on their way, batch after batch */
+static void do_reserves(struct fixture *f)
+{
+	int i;
+
+	while ((i = reserve_waiting(f)) >= 0) {
+		do_reserve_err(f, (unsigned)i, 0);
+	}
+}
+
 /* Writes the oldest waiting flush piece on the fake disk. */
 static void do_piece(struct fixture *f)
 {
@@ -430,6 +527,10 @@ static void settle(struct fixture *f)
 		size_t i;
 
 		any = false;
+		if (reserve_waiting(f) >= 0) {
+			do_reserves(f);
+			any = true;
+		}
 		if (f->piece) {
 			do_piece(f);
 			any = true;
@@ -1675,6 +1776,231 @@ static void test_flush_slots_and_alignment(void **state)
 	settle(f);
 }
 
+/*
+ * Reservations in batches: a pipelined stream's writes wait for their
+ * verdicts in order; the writes that arrive while one batch is on its
+ * way are reserved by the next, with one call, and only their bytes.
+ */
+static void test_async_writes_wait_for_their_batch(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w[4];
+	unsigned i;
+
+	for (i = 0; i < 4; i++) {
+		w[i] = write_at(f, i * 4 * KIB, 4 * KIB, i);
+		assert_false(w[i]->done);	/* nothing reserved yet */
+	}
+	assert_int_equal(f->batches, 1);
+	assert_int_equal(f->n_rsv, 1);
+	assert_int_equal(f->rsv[0].end, 4 * KIB);
+	do_reserve_err(f, 0, 0);
+	assert_done(w[0], 4 * KIB);
+	assert_false(w[1]->done);
+	assert_int_equal(f->batches, 2);
+	assert_int_equal(f->n_rsv, 1);
+	assert_int_equal(f->rsv[0].off, 4 * KIB);
+	assert_int_equal(f->rsv[0].end, 16 * KIB);
+	do_reserve_err(f, 0, 0);
+	for (i = 1; i < 4; i++) {
+		assert_done(w[i], 4 * KIB);
+	}
+	assert_int_equal(f->disk.reserves, 2);
+	assert_int_equal(f->stats.reserve_calls, 2);
+	assert_int_equal(f->disk.writes, 0);	/* all in the cache */
+	/* bytes known to be reserved make no call */
+	assert_done(write_at(f, 2 * KIB, 4 * KIB, 9), 4 * KIB);
+	assert_int_equal(f->batches, 2);
+	settle(f);
+	assert_closes_to_model(f);
+	assert_reserved_only_written(&f->disk);
+}
+
+/* a write alone in flight reserves inline: no batch, no wait */
+static void test_async_write_alone_reserves_inline(void **state)
+{
+	struct fixture *f = *state;
+
+	f->busy = false;
+	assert_done(write_at(f, 0, 4 * KIB, 1), 4 * KIB);
+	assert_int_equal(f->batches, 0);
+	assert_int_equal(f->disk.reserves, 1);
+	f->busy = true;
+	assert_false(write_at(f, 4 * KIB, 4 * KIB, 2)->done);
+	assert_int_equal(f->batches, 1);
+	f->busy = false;
+	/* a batch is on its way: this one asks behind it */
+	assert_false(write_at(f, 8 * KIB, 4 * KIB, 3)->done);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
+/*
+ * No space for a batch's call: its writes go to disk uncached, after the
+ * older data they overlap, and fail there as without the cache; what fits
+ * is acknowledged from the cache.
+ */
+static void test_async_no_space_writes_through(void **state)
+{
+	struct fixture *f = *state;
+	struct w *a = NULL;
+	struct w *b = NULL;
+	struct w *c = NULL;
+
+	f->disk.limit = 8 * KIB;
+	a = write_at(f, 0, 4 * KIB, 1);
+	b = write_at(f, 4 * KIB, 4 * KIB, 2);
+	c = write_at(f, 8 * KIB, 4 * KIB, 3);
+	do_reserve_err(f, 0, 0);
+	assert_done(a, 4 * KIB);
+	assert_int_equal(f->rsv[0].end, 12 * KIB);	/* b and c */
+	do_reserve_err(f, 0, 0);	/* ENOSPC from the fake disk */
+	assert_true(b->on_disk && c->on_disk);
+	settle(f);
+	assert_done(b, 4 * KIB);
+	assert_failed(c, ENOSPC);
+	assert_int_equal(f->stats.reserve_full, 2);
+	assert_false(f->cannot_reserve);
+	assert_closes_to_model(f);
+	assert_reserved_only_written(&f->disk);
+}
+
+/* an error other than no space: everything goes through from then on */
+static void test_async_cannot_reserve(void **state)
+{
+	struct fixture *f = *state;
+	struct w *a = write_at(f, 0, 4 * KIB, 1);
+	struct w *b = write_at(f, 4 * KIB, 4 * KIB, 2);
+
+	do_reserve_err(f, 0, EOPNOTSUPP);
+	assert_true(f->cannot_reserve);
+	assert_true(a->on_disk && b->on_disk);	/* they do not overlap */
+	settle(f);
+	assert_done(a, 4 * KIB);
+	assert_done(b, 4 * KIB);
+	assert_true(write_at(f, 8 * KIB, 4 * KIB, 3)->on_disk);
+	assert_int_equal(f->batches, 1);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
+/*
+ * The file's space changes while a batch is on its way (a truncate):
+ * the batch is made again, and writes whose verdict came before it ask
+ * again; none is acknowledged on a reservation that may be gone.
+ */
+static void test_async_forget_asks_again(void **state)
+{
+	struct fixture *f = *state;
+	struct w *a = write_at(f, 0, 4 * KIB, 1);
+	struct w *b = write_at(f, 4 * KIB, 4 * KIB, 2);
+
+	iotune_wc_forget_reservations(&f->c);
+	do_reserve_err(f, 0, 0);
+	assert_false(a->done);
+	assert_int_equal(f->batches, 2);	/* the same calls again */
+	assert_int_equal(f->rsv[0].end, 4 * KIB);
+	do_reserve_err(f, 0, 0);
+	assert_done(a, 4 * KIB);
+	do_reserve_err(f, 0, 0);
+	assert_done(b, 4 * KIB);
+	assert_int_equal(f->disk.reserves, 3);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
+/* a write whose bytes were known reserved, waiting behind a barrier
+ * when the space changes, asks again */
+static void test_async_forget_behind_a_barrier(void **state)
+{
+	struct fixture *f = *state;
+	struct w *a = write_at(f, 0, 4 * KIB, 1);
+	struct w *fsync = NULL;
+	struct w *b = NULL;
+
+	do_reserve_err(f, 0, 0);
+	assert_done(a, 4 * KIB);
+	fsync = barrier(f, IOTUNE_FLUSH_FSYNC);
+	b = write_at(f, 0, 2 * KIB, 2);		/* known: no call */
+	assert_int_equal(f->batches, 1);
+	iotune_wc_forget_reservations(&f->c);
+	do_piece(f);
+	assert_done(fsync, 0);
+	assert_false(b->done);
+	assert_int_equal(f->batches, 2);
+	do_reserve_err(f, 0, 0);
+	assert_done(b, 2 * KIB);
+	settle(f);
+	assert_closes_to_model(f);
+}
+
+/* a write whose request ends before its batch starts is not reserved */
+static void test_async_cancelled_write_is_not_reserved(void **state)
+{
+	struct fixture *f = *state;
+	struct w *a = write_at(f, 0, 4 * KIB, 1);
+	struct w *b = write_at(f, 64 * KIB, 4 * KIB, 2);
+	struct w *c = write_at(f, 4 * KIB, 4 * KIB, 3);
+
+	assert_true(iotune_wc_cancel(&f->c, &b->op));
+	do_reserve_err(f, 0, 0);
+	assert_done(a, 4 * KIB);
+	assert_int_equal(f->n_rsv, 1);
+	assert_int_equal(f->rsv[0].off, 4 * KIB);
+	assert_int_equal(f->rsv[0].end, 8 * KIB);
+	do_reserve_err(f, 0, 0);
+	assert_done(c, 4 * KIB);
+	assert_false(b->done);
+	settle(f);
+	assert_closes_to_model(f);
+	assert_reserved_only_written(&f->disk);
+}
+
+/* more writes than a batch decides: the rest ask again, in order */
+static void test_async_full_batch_asks_again_in_order(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w[IOTUNE_RSVQ_WRITES + 3];
+	unsigned i;
+
+	for (i = 0; i < IOTUNE_RSVQ_WRITES + 3; i++) {
+		w[i] = write_at(f, i * KIB, KIB, i);
+	}
+	do_reserve_err(f, 0, 0);
+	assert_done(w[0], KIB);
+	assert_int_equal(f->rsv[0].end, (IOTUNE_RSVQ_WRITES + 1) * KIB);
+	do_reserve_err(f, 0, 0);
+	for (i = 1; i <= IOTUNE_RSVQ_WRITES; i++) {
+		assert_done(w[i], KIB);
+	}
+	assert_false(w[IOTUNE_RSVQ_WRITES + 1]->done);
+	assert_int_equal(f->rsv[0].off, (IOTUNE_RSVQ_WRITES + 1) * KIB);
+	assert_int_equal(f->rsv[0].end, (IOTUNE_RSVQ_WRITES + 3) * KIB);
+	settle(f);
+	assert_done(w[IOTUNE_RSVQ_WRITES + 2], KIB);
+	assert_closes_to_model(f);
+}
+
+/* the cache ends with writes waiting for a batch: they fail, nothing
+ * more is reserved */
+static void test_async_end_with_writes_waiting(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_action act;
+	struct w *a = write_at(f, 0, 4 * KIB, 1);
+	struct w *b = write_at(f, 8 * KIB, 4 * KIB, 2);
+
+	iotune_wc_end(&f->c, &act);
+	apply(f, &act);
+	assert_failed(a, EBADF);
+	assert_failed(b, EBADF);
+	assert_false(iotune_wc_idle(&f->c));	/* a's call is on its way */
+	do_reserve_err(f, 0, 0);
+	assert_int_equal(f->n_rsv, 1);		/* no batch for b */
+	assert_int_equal(f->batches, 1);
+	assert_true(iotune_wc_idle(&f->c));
+}
+
 /* One step of the randomized test; *lost: the right to cache is gone */
 static void random_step(struct fixture *f, unsigned step, bool *lost)
 {
@@ -1693,7 +2019,18 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 	if (busy > MAX_OPS / 2) {
 		settle(f);	/* like a client with a bounded queue depth */
 	}
-	if (op < 55) {
+	if (f->c.p.reserve_async) {
+		f->busy = random() % 4 != 0;
+	}
+	if (op < 20 && reserve_waiting(f) >= 0) {
+		int r = reserve_waiting(f);
+
+		r += (int)((unsigned)random() % (f->n_rsv - (unsigned)r));
+		if (!f->rsv_done[r]) {
+			do_reserve_err(f, (unsigned)r,
+				       random() % 8 == 0 ? ENOSPC : 0);
+		}
+	} else if (op < 55) {
 		submit(f, new_write(f, off, n, step, !*lost));
 	} else if (op < 65 && f->piece) {
 		f->disk.fail_errno = random() % 4 == 0 ? ENOSPC : 0;
@@ -1747,9 +2084,13 @@ static void test_randomized_against_model(void **state)
 		unsigned step;
 
 		teardown(state);
-		/* copies by the caller or not, 1 to 4 flushes at once */
-		setup_params(state, seed % 2 ? 8 * KIB : 0,
-			     1 + (seed / 2) % IOTUNE_WC_MAX_FLUSHES);
+		/*
+		 * copies by the caller or not, 1 to 4 flushes at once,
+		 * reservations in batches or inline
+		 */
+		setup_all(state, seed % 2 ? 8 * KIB : 0,
+			  1 + (seed / 2) % IOTUNE_WC_MAX_FLUSHES,
+			  seed % 3 == 0);
 		f = *state;
 		srandom(seed);
 		for (step = 0; step < 2000; step++) {
@@ -1826,6 +2167,18 @@ int main(void)
 		T(test_write_waits_for_the_result_of_its_retry),
 		T(test_one_retry_at_a_time),
 		T(test_flush_slots_and_alignment),
+#undef T
+#define T(name) cmocka_unit_test_setup_teardown(name, setup_async, \
+						teardown)
+		T(test_async_writes_wait_for_their_batch),
+		T(test_async_write_alone_reserves_inline),
+		T(test_async_no_space_writes_through),
+		T(test_async_cannot_reserve),
+		T(test_async_forget_asks_again),
+		T(test_async_forget_behind_a_barrier),
+		T(test_async_cancelled_write_is_not_reserved),
+		T(test_async_full_batch_asks_again_in_order),
+		T(test_async_end_with_writes_waiting),
 #undef T
 	};
 
