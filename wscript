@@ -50,6 +50,7 @@ MODULE_SOURCES = [
     'modules/vfs_iotune_pass.c',
     'modules/vfs_iotune_wcache.c',
     'modules/vfs_iotune_wcache_act.c',
+    'modules/vfs_iotune_reserve.c',
     'modules/vfs_iotune_wctimes.c',
     'modules/vfs_iotune_offload.c',
     'modules/vfs_iotune_dio.c',

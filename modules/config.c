@@ -192,6 +192,12 @@ static const struct option_spec option_specs[] = {
 		.max = 3600 * 1000,
 		.offset = CONFIG_FIELD(write_cache_flush_timeout_ms),
 	},
+	{
+		.name = "write cache batch reservations",
+		.kind = OPTION_BOOL,
+		.default_text = "no",
+		.offset = CONFIG_FIELD(write_cache_batch_reservations),
+	},
 };
 
 #define NUM_OPTION_SPECS (sizeof(option_specs) / sizeof(option_specs[0]))
@@ -565,11 +571,13 @@ void iotune_config_describe(const struct iotune_config *config,
 	snprintf(buf, buflen,
 		 "write cache size = %s, write cache bypass size = %s"
 		 ", write cache max files = %" PRIu64
-		 ", write cache flush timeout = %" PRIu64 "ms, readahead = %s"
+		 ", write cache flush timeout = %" PRIu64 "ms"
+		 ", write cache batch reservations = %s, readahead = %s"
 		 ", readahead max = %s, readahead budget = %s, fadvise = %s"
 		 ", drop behind = %s, direct io = %s, stats = %s",
 		 size, bypass, config->write_cache_max_files,
 		 config->write_cache_flush_timeout_ms,
+		 config->write_cache_batch_reservations ? "yes" : "no",
 		 enum_name(readahead_modes, config->readahead), ra_max, budget,
 		 enum_name(fadvise_choices, config->fadvise),
 		 config->drop_behind ? "yes" : "no",

@@ -275,6 +275,14 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 			 bad_module);
 		return iotune_connect_refuse(share, service, errbuf);
 	}
+	if (share->config.write_cache_batch_reservations &&
+	    !iotune_smbd_nothing_below(snum)) {
+		return iotune_connect_refuse(share, service, "'iotune:write "
+					     "cache batch reservations = yes' "
+					     "needs iotune last in 'vfs "
+					     "objects' (its reservations "
+					     "bypass the modules below it)");
+	}
 	if (iotune_stacked_twice(handle)) {
 		return iotune_connect_refuse(share, service, "'vfs objects' "
 					     "lists iotune twice; list it once");

@@ -48,6 +48,8 @@ struct iotune_share {
 	bool wc_leases;			/* ... under leases too */
 	uint64_t wc_bypass;		/* writes this large go to disk */
 	unsigned wc_flushes;		/* windows in flight per cache */
+	bool wc_reserve_async;		/* reservations in batches, in the
+					 * thread pool (vfs_iotune_reserve.c) */
 	struct iotune_ra_config ra_config;
 	bool ra_active;			/* prefetch or drop-behind to do */
 	bool dio_unsupported;		/* the file system refused O_DIRECT */
@@ -364,6 +366,7 @@ bool iotune_smbd_foreign_handle(struct iotune_process *p,
 				const struct file_id *id);
 bool iotune_smbd_leases_stay_in_process(void);
 const char *iotune_smbd_module_below(int snum, const char *const *names);
+bool iotune_smbd_nothing_below(int snum);
 const char *iotune_smbd_incompatible_module(int snum);
 int iotune_smbd_reopen(int fd, int flags);
 int iotune_smbd_set_mtime(struct vfs_handle_struct *handle,

@@ -194,9 +194,12 @@ static void iotune_pwrite_to_cache(struct tevent_req *req, bool may_cache)
 		.off = (uint64_t)state->offset, .data = state->data,
 		.n = state->n, .private_data = req,
 	};
+	state->op.client_waiting = !state->op.busy &&
+		(state->share->wc_reserve_async ||
+		 iotune_cache_reserve_slow(state->share)) &&
+		iotune_smbd_client_waiting(state->fsp);
 	state->op.reserve_slow = iotune_cache_reserve_slow(state->share) &&
-				 (state->op.busy ||
-				  iotune_smbd_client_waiting(state->fsp));
+				 (state->op.busy || state->op.client_waiting);
 	talloc_set_destructor(state, iotune_pwrite_state_destructor);
 	if (iotune_cache_submit(state->cache, &state->op)) {
 		iotune_pwrite_finish(req, state->op.ret, state->op.err);

@@ -466,6 +466,20 @@ const char *iotune_smbd_module_below(int snum, const char *const *names)
 	return NULL;
 }
 
+/* Is iotune the last module in the share's "vfs objects"? */
+bool iotune_smbd_nothing_below(int snum)
+{
+	const char **objects = lp_vfs_objects(snum);
+	size_t i;
+
+	for (i = 0; objects != NULL && objects[i] != NULL; i++) {
+		if (strequal(objects[i], IOTUNE_MODULE_NAME)) {
+			return objects[i + 1] == NULL;
+		}
+	}
+	return false;
+}
+
 /* Modules that complete async I/O on their own tevent context */
 const char *iotune_smbd_incompatible_module(int snum)
 {

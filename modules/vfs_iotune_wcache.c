@@ -99,10 +99,13 @@ void iotune_wcache_share_init(struct iotune_share *share, int snum)
 	}
 	share->wc_bypass = MIN(bypass, share->config.write_cache_size);
 	share->wc_flushes = costly ? IOTUNE_WC_MAX_FLUSHES : 1;
+	share->wc_reserve_async = iotune_cache_reserve_async(share);
 	DBG_INFO("share '%s': writes of %" PRIu64 " bytes or more go "
 		 "straight to disk, %u windows per file on their way to "
-		 "disk at once\n", share->name, share->wc_bypass,
-		 share->wc_flushes);
+		 "disk at once, reservations %s\n", share->name,
+		 share->wc_bypass, share->wc_flushes,
+		 share->wc_reserve_async ? "in batches in the thread pool" :
+		 "inline");
 }
 
 static struct iotune_wc_stats *iotune_cache_stats(struct iotune_share *share)
@@ -184,58 +187,6 @@ static ssize_t iotune_cache_sync_pwrite(void *private_data,
 }
 
 /*
- * What a reservation costs on the share, for IOTUNE_WC_RESERVE_SLOW_US:
- * the fastest of each batch of 8 (published from the 4th on).  The
- * fastest, because a fallocate on a direct I/O share waits for the
- * file's direct writes in flight, and that wait is not what a
- * reservation costs; on GlusterFS every one is a round trip.
- */
-#define IOTUNE_RESERVE_BATCH 8
-
-static void iotune_reserve_cost(struct iotune_share *share, uint64_t us)
-{
-	if (share->reserve_batch == 0 || us < share->reserve_batch_min_us) {
-		share->reserve_batch_min_us = us;
-	}
-	share->reserve_batch++;
-	if (share->reserve_batch >= IOTUNE_RESERVE_BATCH / 2) {
-		share->reserve_cost_us = MAX(share->reserve_batch_min_us, 1);
-	}
-	if (share->reserve_batch == IOTUNE_RESERVE_BATCH) {
-		share->reserve_batch = 0;
-	}
-}
-
-bool iotune_cache_reserve_slow(const struct iotune_share *share)
-{
-	return share->reserve_cost_us >= IOTUNE_WC_RESERVE_SLOW_US;
-}
-
-/*
- * The blocks of a write the cache acknowledges, [off, off + len): a
- * fallocate without KEEP_SIZE, which also moves the end of file to
- * off + len when that is further, as the write will.  So every tree,
- * handle and process sees the size a share without the cache shows, and
- * the blocks held are those the data needs: nothing is ever given back.
- */
-static int iotune_cache_reserve(void *private_data, uint64_t off,
-				uint64_t len)
-{
-	struct iotune_cache *cache = private_data;
-	struct iotune_file *owner = cache->files;
-	uint64_t started = iotune_now_us();
-	int ret;
-
-	ret = SMB_VFS_NEXT_FALLOCATE(owner->handle, owner->fsp, 0,
-				     (off_t)off, (off_t)len);
-	if (ret != 0) {
-		return errno;
-	}
-	iotune_reserve_cost(cache->share, iotune_now_us() - started);
-	return 0;
-}
-
-/*
  * Writes everything dirty before returning: for synchronous VFS calls and
  * for a lost right.  Returns 0 or the errno of a failure.
  */
@@ -306,6 +257,7 @@ static void iotune_cache_end(struct iotune_cache *cache)
 
 	SMB_ASSERT(!iotune_cache_flushing(cache) && cache->sync == 0);
 	iotune_cache_wait_copies(cache);
+	iotune_cache_reserve_end(cache);
 	TALLOC_FREE(cache->tick_timer);
 	cache->ending = true;
 	iotune_wc_end(&cache->wc, &act);
@@ -330,7 +282,8 @@ static void iotune_cache_end(struct iotune_cache *cache)
 bool iotune_cache_idle(const struct iotune_cache *cache)
 {
 	return !cache->ending && !iotune_cache_flushing(cache) &&
-	       cache->copies == NULL && iotune_wc_idle(&cache->wc);
+	       cache->copies == NULL && cache->reserves == NULL &&
+	       iotune_wc_idle(&cache->wc);
 }
 
 static void iotune_cache_release(struct iotune_cache *cache, bool keep);
@@ -418,6 +371,7 @@ static struct iotune_wc_params iotune_cache_params(
 		.bypass_size = share->wc_bypass,
 		.flushes = share->wc_flushes,
 		.copy_size = IOTUNE_COPY_IN_POOL,
+		.reserve_async = share->wc_reserve_async,
 	};
 }
 
@@ -459,7 +413,7 @@ static struct iotune_cache *iotune_cache_create(
 	cache->wake_im = tevent_create_immediate(cache);
 	cache->io = (struct iotune_wc_io_ops) {
 		.pwrite = iotune_cache_sync_pwrite,
-		.reserve = iotune_cache_reserve,
+		.reserve = iotune_cache_reserve_inline,
 		.private_data = cache,
 	};
 	if (cache->wake_im == NULL ||

@@ -30,6 +30,7 @@
 #define IOTUNE_CACHE_IDLE_KEEP_MS 1000
 
 struct iotune_copy_job;
+struct iotune_rsv_job;
 struct iotune_cache;
 
 /* The piece of one flush slot of the core being written */
@@ -59,6 +60,7 @@ struct iotune_cache {
 	unsigned idle_mark;		/* ... when idle_timer was armed */
 	struct tevent_immediate *wake_im;
 	struct iotune_copy_job *copies;	/* copies into it in flight */
+	struct iotune_rsv_job *reserves;	/* reservations in flight */
 	unsigned sync;			/* synchronous callers using it */
 	bool lost;			/* written out for a lost right */
 	bool ending;
@@ -92,6 +94,14 @@ void iotune_cache_wake(struct iotune_cache *cache);
 const char *iotune_cache_name(const struct iotune_cache *cache);
 
 bool iotune_cache_flushing(const struct iotune_cache *cache);
+
+/* vfs_iotune_reserve.c */
+int iotune_cache_reserve_inline(void *private_data, uint64_t off,
+				uint64_t len);
+void iotune_cache_reserve_start(struct iotune_cache *cache,
+				const struct iotune_rsvq_calls *calls);
+void iotune_cache_reserve_end(struct iotune_cache *cache);
+bool iotune_cache_reserve_async(const struct iotune_share *share);
 
 /* vfs_iotune_wcache.c */
 void iotune_cache_maybe_release(struct iotune_cache *cache);

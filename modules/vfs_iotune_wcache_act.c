@@ -334,6 +334,8 @@ void iotune_cache_apply(struct iotune_cache *cache,
 	/* not act->tick_ms: a failed dispatch or copy above ran the core */
 	iotune_cache_arm_tick(cache, iotune_wc_next_tick(&cache->wc));
 	iotune_cache_times_landed(cache);
+	/* a batch of reservations starts (answered from the thread pool) */
+	iotune_cache_reserve_start(cache, &act->reserve);
 	/*
 	 * Last: a piece that cannot be issued fails at once, and the
 	 * action that failure asks for (a retry tick) must not be undone by

@@ -203,7 +203,7 @@ void iotune_wc_reserve_ask(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op->rsv = IOTUNE_WC_RSV_OK;
 		return;
 	}
-	if (!op->busy && iotune_rsvq_idle(&c->rq)) {
+	if (!op->busy && !op->client_waiting && iotune_rsvq_idle(&c->rq)) {
 		/* alone in flight: an inline call answers soonest */
 		reserve_inline(c, op, act);
 		return;

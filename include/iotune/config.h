@@ -93,6 +93,7 @@ struct iotune_config {
 	uint64_t write_cache_bypass_size;	/* or IOTUNE_SIZE_AUTO */
 	uint64_t write_cache_max_files;
 	uint64_t write_cache_flush_timeout_ms;
+	bool write_cache_batch_reservations;
 };
 
 /*

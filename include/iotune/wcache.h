@@ -180,6 +180,10 @@ struct iotune_wc_op {
 	bool may_cache;		/* its handle holds the right to cache */
 	bool busy;		/* other requests are in flight: the caller
 				 * would rather copy a large write itself */
+	bool client_waiting;	/* more requests of the client wait to
+				 * be read: with reserve_async, its
+				 * reservation goes in a batch, not
+				 * inline */
 	bool reserve_slow;	/* a reservation costs a round trip (at
 				 * least IOTUNE_WC_RESERVE_SLOW_US) and
 				 * other requests of the client wait */

@@ -381,9 +381,15 @@ static void cmd_read(struct client *c, TALLOC_CTX *mem_ctx, uint64_t off,
  * "pump": streams TOTAL bytes from offset 0 in BLOCK-sized writes or reads
  * with DEPTH requests in flight, as real clients do.  For benchmarks.
  * "pump echo" sends an SMB2 ECHO where a write would go: how fast this
- * client and smbd answer a request that does nothing.
+ * client and smbd answer a request that does nothing.  When requests
+ * fail, the answer is "err STATUS sent BYTES failed OFF...": the offsets
+ * of the requests that failed (after the first, no new one is sent; the
+ * others in flight are waited for), so a test knows what was
+ * acknowledged.
  */
 enum pump_kind { PUMP_WRITE, PUMP_READ, PUMP_ECHO };
+
+#define PUMP_FAILED 64
 
 struct pump {
 	struct client *c;
@@ -396,6 +402,14 @@ struct pump {
 	uint64_t done;		/* bytes completed */
 	unsigned in_flight;
 	NTSTATUS status;
+	unsigned n_failed;	/* requests that failed, up to PUMP_FAILED */
+	uint64_t failed[PUMP_FAILED];	/* ... their offsets */
+};
+
+/* one request of a pump: its offset, for the list of failed ones */
+struct pump_req {
+	struct pump *p;
+	uint64_t off;
 };
 
 static void pump_done(struct tevent_req *req);
@@ -404,6 +418,7 @@ static void pump_fill(struct pump *p)
 {
 	struct client *c = p->c;
 	struct tevent_req *req = NULL;
+	struct pump_req *pr = NULL;
 	uint32_t len;
 
 	while (NT_STATUS_IS_OK(p->status) && p->in_flight < p->depth &&
@@ -428,11 +443,14 @@ static void pump_fill(struct pump *p)
 						p->next, c->fid_persistent,
 						c->fid_volatile, 0, 0);
 		}
-		if (req == NULL) {
+		pr = req != NULL ? talloc(req, struct pump_req) : NULL;
+		if (pr == NULL) {
+			TALLOC_FREE(req);
 			p->status = NT_STATUS_NO_MEMORY;
 			return;
 		}
-		tevent_req_set_callback(req, pump_done, p);
+		*pr = (struct pump_req) { .p = p, .off = p->next };
+		tevent_req_set_callback(req, pump_done, pr);
 		p->next += len;
 		p->in_flight++;
 	}
@@ -440,7 +458,9 @@ static void pump_fill(struct pump *p)
 
 static void pump_done(struct tevent_req *req)
 {
-	struct pump *p = tevent_req_callback_data(req, struct pump);
+	struct pump_req *pr = tevent_req_callback_data(req, struct pump_req);
+	struct pump *p = pr->p;
+	uint64_t off = pr->off;
 	uint8_t *data = NULL;
 	uint32_t n = 0;
 	NTSTATUS status;
@@ -457,6 +477,9 @@ static void pump_done(struct tevent_req *req)
 	p->in_flight--;
 	if (!NT_STATUS_IS_OK(status)) {
 		p->status = status;
+		if (p->n_failed < PUMP_FAILED) {
+			p->failed[p->n_failed++] = off;
+		}
 		return;
 	}
 	p->done += n;
@@ -498,7 +521,13 @@ static void cmd_pump(struct client *c, TALLOC_CTX *mem_ctx, char **words)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	if (!NT_STATUS_IS_OK(p->status)) {
-		printf("err %s\n", nt_errstr(p->status));
+		/* the failed requests' offsets: what the client was told */
+		printf("err %s sent %llu failed", nt_errstr(p->status),
+		       (unsigned long long)p->next);
+		for (i = 0; i < p->n_failed; i++) {
+			printf(" %llu", (unsigned long long)p->failed[i]);
+		}
+		printf("\n");
 		return;
 	}
 	printf("ok %llu %llu\n", (unsigned long long)p->done,

@@ -530,6 +530,21 @@ class ScriptClient:
                                (kind, total, block, depth)).split()
         return int(done), int(usec) / 1e6
 
+    def pump_until_error(self, total, block, depth):
+        """'pump write' that may fail: (status, bytes sent, offsets of the
+        requests that failed); (None, total, []) when all were written.
+        Every request sent and not failed was acknowledged."""
+        self.proc.stdin.write('pump write %d %d %d\n' % (total, block,
+                                                         depth))
+        answer = self.proc.stdout.readline().rstrip('\n')
+        if answer.startswith('ok'):
+            return None, total, []
+        words = answer.split()
+        if words[:1] != ['err'] or words[2:3] != ['sent'] or \
+                words[4:5] != ['failed']:
+            raise RuntimeError('smb2-script pump: %s' % answer)
+        return words[1], int(words[3]), [int(w) for w in words[5:]]
+
     def truncate(self, size):
         self.call('truncate %d' % size)
 

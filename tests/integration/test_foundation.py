@@ -28,6 +28,10 @@ def smbd(request):
         shares[share]['iotune:' + option] = value
     shares['twice'] = dict(IOTUNE)
     shares['twice']['vfs objects'] = 'iotune iotune'
+    shares['batches_above'] = dict(IOTUNE)
+    shares['batches_above'].update({
+        'vfs objects': 'iotune iotune_fault',
+        'iotune:write cache batch reservations': 'yes'})
     return start_smbd(request, shares)
 
 
@@ -109,5 +113,18 @@ def test_listed_twice_refuses_tree_connect(smbd):
     assert 'NT_STATUS_UNSUCCESSFUL' in r.stdout + r.stderr
     assert re.search(r"share 'twice': 'vfs objects' lists iotune twice; "
                      r"list it once; refusing the tree connect",
+                     smbd.log_text())
+    harness.smbclient(smbd, 'iotune', 'ls')
+
+
+def test_batch_reservations_above_a_module_refuse_tree_connect(smbd):
+    """batched reservations call fallocate(2) in smbd's thread pool:
+    with a module below iotune they would bypass it"""
+    r = harness.smbclient(smbd, 'batches_above', 'ls', check=False)
+    assert r.returncode != 0
+    assert 'NT_STATUS_UNSUCCESSFUL' in r.stdout + r.stderr
+    assert re.search(r"share 'batches_above': 'iotune:write cache batch "
+                     r"reservations = yes' needs iotune last in 'vfs "
+                     r"objects'.*refusing the tree connect",
                      smbd.log_text())
     harness.smbclient(smbd, 'iotune', 'ls')

@@ -48,7 +48,8 @@ def smbd(request):
         'tiny_64k': dict(iotune(write_cache_size='64K'),
                          path=mounts['tiny_64k']),
         'tiny_1m': dict(iotune(), path=mounts['tiny_1m']),
-        'full8': dict(iotune(), path=mounts['full8']),
+        'full8': dict(iotune(write_cache_batch_reservations='yes'),
+                      path=mounts['full8']),
         'fault': fault,
         'plain': {},
         'cached': iotune(write_cache_flush_timeout='60s'),
@@ -182,6 +183,60 @@ def test_failing_flushes_fail_writes_back_off_and_log_rarely(smbd):
     finally:
         fault(smbd, '')
         client.quit()
+
+
+def pump_pattern(block):
+    """the data of every request of smb2-script's pump"""
+    return bytes(((i * 2654435761) & 0xffffffff) >> 24
+                 for i in range(block))
+
+
+@pytest.mark.parametrize('depth', [4, 16])
+def test_full_disk_with_writes_in_flight(smbd, depth):
+    """4 KiB writes, depth of them in flight, under a batch oplock into
+    an 8 MiB tmpfs with 'write cache batch reservations' (the writes
+    that arrive while one batch is on its way share the next).  Every
+    write acknowledged is in the file after the close, the ones that
+    failed failed with DISK_FULL and hold nothing, and nothing else is
+    in the file."""
+    block = 4 * KIB
+    path = smbd.share_path('full8')
+    for name in os.listdir(path):
+        os.unlink(os.path.join(path, name))
+    before = harness.iotune_counters(smbd, 'full8')
+    client = harness.ScriptClient(smbd, 'full8')
+    name = 'pipelined-%d.bin' % depth
+    assert client.open(name, 'batch')[0] == OPLOCK_BATCH
+    status, sent, failed = client.pump_until_error(16 * MIB, block, depth)
+    client.close()
+    client.quit()
+    assert status == 'NT_STATUS_DISK_FULL', status
+    assert failed and sent <= 16 * MIB
+    data = read_file(smbd, 'full8', name)
+    assert len(data) <= sent
+    pattern = pump_pattern(block)
+    acked = 0
+    for off in range(0, sent, block):
+        got = data[off:off + block]
+        if off in failed:
+            assert got.count(0) == len(got), 'failed write at %d ' \
+                'left data' % off
+            continue
+        assert got == pattern, 'acknowledged write at %d lost' % off
+        acked += 1
+    after = harness.iotune_counters_until(
+        smbd, 'full8', lambda c: c.get('wc_writes_cached', 0) >=
+        before.get('wc_writes_cached', 0) + acked // 2)
+    cached = after['wc_writes_cached'] - before.get('wc_writes_cached', 0)
+    calls = after['wc_reserve_calls'] - before.get('wc_reserve_calls', 0)
+    print('depth %d: %d writes acknowledged, %d failed, %d cached with '
+          '%d reservation calls' % (depth, acked, len(failed), cached,
+                                    calls))
+    assert acked > 0 and cached > 0
+    # some batch decided more than one write (inline: a call per write)
+    assert calls < cached
+    for name in os.listdir(path):
+        os.unlink(os.path.join(path, name))
 
 
 # 2. Never acknowledge more than the disk holds.

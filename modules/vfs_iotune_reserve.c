@@ -1,0 +1,231 @@
+/*
+ * iotune: the write cache's reservations on the Samba side (the core,
+ * modules/wcache_reserve.c and modules/rsvq.c, decides which bytes and
+ * when).  Two ways:
+ *
+ * - inline, on the main thread: SMB_VFS_NEXT_FALLOCATE, for a write
+ *   alone in flight (the soonest answer) and on shares with a module
+ *   below iotune, whose fallocate is only called through the VFS; its
+ *   cost says whether a reservation is a round trip
+ *   (IOTUNE_WC_RESERVE_SLOW_US);
+ * - in batches (the core's reserve_async), on shares with nothing below
+ *   iotune: each call of a batch is a fallocate(2) in smbd's thread
+ *   pool, on a dup() of the file's descriptor (a handle may close while
+ *   the call is on its way; the open file stays the same), answered to
+ *   the core from the job's completion on the main loop.  A cache that
+ *   ends waits for its calls, so that none lands after the close.
+ *
+ * Copyright (C) iotune authors 2026
+ *
+ * This program is free software; you can redistribute it and/or modify
+ * it under the terms of the GNU General Public License as published by
+ * the Free Software Foundation; either version 3 of the License, or
+ * (at your option) any later version.
+ *
+ * This program is distributed in the hope that it will be useful,
+ * but WITHOUT ANY WARRANTY; without even the implied warranty of
+ * MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+ * GNU General Public License for more details.
+ *
+ * You should have received a copy of the GNU General Public License
+ * along with this program.  If not, see <http://www.gnu.org/licenses/>.
+ */
+
+#include "includes.h"
+#include <sched.h>
+#include "smbd/smbd.h"
+#include "smbd/globals.h"
+#include "lib/pthreadpool/pthreadpool_tevent.h"
+
+#include "vfs_iotune_wcache.h"
+
+#undef DBGC_CLASS
+#define DBGC_CLASS DBGC_VFS
+
+/*
+ * What a reservation costs on the share, for IOTUNE_WC_RESERVE_SLOW_US:
+ * the fastest of each batch of 8 (published from the 4th on).  The
+ * fastest, because a fallocate on a direct I/O share waits for the
+ * file's direct writes in flight, and that wait is not what a
+ * reservation costs; on GlusterFS every one is a round trip.
+ */
+#define IOTUNE_RESERVE_BATCH 8
+
+static void iotune_reserve_cost(struct iotune_share *share, uint64_t us)
+{
+	if (share->reserve_batch == 0 || us < share->reserve_batch_min_us) {
+		share->reserve_batch_min_us = us;
+	}
+	share->reserve_batch++;
+	if (share->reserve_batch >= IOTUNE_RESERVE_BATCH / 2) {
+		share->reserve_cost_us = MAX(share->reserve_batch_min_us, 1);
+	}
+	if (share->reserve_batch == IOTUNE_RESERVE_BATCH) {
+		share->reserve_batch = 0;
+	}
+}
+
+bool iotune_cache_reserve_slow(const struct iotune_share *share)
+{
+	return share->reserve_cost_us >= IOTUNE_WC_RESERVE_SLOW_US;
+}
+
+/*
+ * The blocks of a write the cache acknowledges, [off, off + len): a
+ * fallocate without KEEP_SIZE, which also moves the end of file to
+ * off + len when that is further, as the write will.  So every tree,
+ * handle and process sees the size a share without the cache shows, and
+ * the blocks held are those the data needs: nothing is ever given back.
+ */
+int iotune_cache_reserve_inline(void *private_data, uint64_t off,
+				uint64_t len)
+{
+	struct iotune_cache *cache = private_data;
+	struct iotune_file *owner = cache->files;
+	uint64_t started = iotune_now_us();
+	int ret;
+
+	ret = SMB_VFS_NEXT_FALLOCATE(owner->handle, owner->fsp, 0,
+				     (off_t)off, (off_t)len);
+	if (ret != 0) {
+		return errno;
+	}
+	iotune_reserve_cost(cache->share, iotune_now_us() - started);
+	return 0;
+}
+
+/* One call of a batch, made in smbd's thread pool */
+struct iotune_rsv_job {
+	struct iotune_rsv_job *prev, *next;	/* in cache->reserves */
+	struct iotune_cache *cache;	/* NULL: no answer is awaited */
+	unsigned run;
+	int fd;				/* a dup(): the job closes it */
+	uint64_t off;
+	uint64_t len;
+	int err;
+	int called;			/* atomic: the call returned */
+};
+
+static void iotune_rsv_run(void *private_data)
+{
+	struct iotune_rsv_job *job = private_data;
+	int ret;
+
+	do {
+		ret = fallocate(job->fd, 0, (off_t)job->off, (off_t)job->len);
+	} while (ret != 0 && errno == EINTR);
+	job->err = ret == 0 ? 0 : errno;
+	close(job->fd);
+	job->fd = -1;
+	__atomic_store_n(&job->called, 1, __ATOMIC_RELEASE);
+}
+
+/* The core hears the answer: writes are decided, a next batch starts */
+static void iotune_rsv_answer(struct iotune_cache *cache, unsigned run,
+			      int err)
+{
+	struct iotune_wc_action act;
+
+	iotune_wc_reserve_done(&cache->wc, run, err, iotune_now_ms(), &act);
+	iotune_cache_apply(cache, &act);
+}
+
+static void iotune_rsv_job_done(struct tevent_req *subreq)
+{
+	struct iotune_rsv_job *job = tevent_req_callback_data(
+		subreq, struct iotune_rsv_job);
+	struct iotune_cache *cache = job->cache;
+	int ret = pthreadpool_tevent_job_recv(subreq);
+
+	TALLOC_FREE(subreq);
+	if (ret != 0 && !__atomic_load_n(&job->called, __ATOMIC_ACQUIRE)) {
+		iotune_rsv_run(job);	/* the pool could not */
+	}
+	if (cache != NULL) {
+		DLIST_REMOVE(cache->reserves, job);
+		iotune_rsv_answer(cache, job->run, job->err);
+		iotune_cache_maybe_release(cache);
+	}
+	TALLOC_FREE(job);
+}
+
+/* A call the pool cannot take is made now, through the VFS */
+static void iotune_rsv_inline(struct iotune_cache *cache, unsigned run,
+			      uint64_t off, uint64_t len)
+{
+	iotune_rsv_answer(cache, run,
+			  iotune_cache_reserve_inline(cache, off, len));
+}
+
+static void iotune_rsv_start(struct iotune_cache *cache, unsigned run,
+			     uint64_t off, uint64_t len)
+{
+	struct vfs_handle_struct *handle = cache->files->handle;
+	struct iotune_rsv_job *job = NULL;
+	struct tevent_req *subreq = NULL;
+
+	/* on no parent: its completion may come after the cache ended */
+	job = talloc_zero(NULL, struct iotune_rsv_job);
+	if (job == NULL) {
+		iotune_rsv_inline(cache, run, off, len);
+		return;
+	}
+	*job = (struct iotune_rsv_job) {
+		.cache = cache, .run = run, .off = off, .len = len,
+		.fd = dup(fsp_get_io_fd(cache->files->fsp)),
+	};
+	if (job->fd >= 0) {
+		subreq = pthreadpool_tevent_job_send(job, cache->proc->ev,
+						     handle->conn->sconn->pool,
+						     iotune_rsv_run, job);
+	}
+	if (subreq == NULL) {
+		if (job->fd >= 0) {
+			close(job->fd);
+		}
+		TALLOC_FREE(job);
+		iotune_rsv_inline(cache, run, off, len);
+		return;
+	}
+	DLIST_ADD_END(cache->reserves, job);
+	tevent_req_set_callback(subreq, iotune_rsv_job_done, job);
+}
+
+/* The calls of a batch that starts (act->reserve) */
+void iotune_cache_reserve_start(struct iotune_cache *cache,
+				const struct iotune_rsvq_calls *calls)
+{
+	unsigned i;
+
+	for (i = 0; i < calls->n; i++) {
+		iotune_rsv_start(cache, i, calls->run[i].off,
+				 calls->run[i].end - calls->run[i].off);
+	}
+}
+
+/*
+ * The cache ends: its calls on their way return first (none may land
+ * after the close); their answers are not awaited.
+ */
+void iotune_cache_reserve_end(struct iotune_cache *cache)
+{
+	struct iotune_rsv_job *job = NULL;
+
+	while ((job = cache->reserves) != NULL) {
+		while (!__atomic_load_n(&job->called, __ATOMIC_ACQUIRE)) {
+			sched_yield();
+		}
+		DLIST_REMOVE(cache->reserves, job);
+		job->cache = NULL;
+	}
+}
+
+/*
+ * Reservations in batches, when the admin asks for them (tree connect
+ * refuses them with a module below iotune, whose fallocate they would
+ * bypass)
+ */
+bool iotune_cache_reserve_async(const struct iotune_share *share)
+{
+	return share->config.write_cache_batch_reservations;
+}
