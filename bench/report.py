@@ -368,6 +368,16 @@ def goals_section(wm, insn, md, again=None):
             instruction_rows(insn) + regression_rows(wm, again))
     md += ['| %s | %s | %s | %s |' % r for r in rows]
     md.append('')
+    cost = wm.get('reserve_cost', {})
+    if 'fallocate_dio_during' in cost:
+        md += ['The bound of the O_DIRECT cells, measured in this run on '
+               'the shares\' disk: a 64 KiB `fallocate` (a reservation) '
+               'of a file written with O_DIRECT takes %.0f us alone and '
+               '%.0f us while a 16 MiB direct write of the file is on its '
+               'way (that write: %.0f us): it waits for the file\'s direct '
+               'writes in flight, on any thread.' % (
+                   cost['fallocate_dio_alone'],
+                   cost['fallocate_dio_during'], cost['dio_write']), '']
 
 
 def again_section(again, md):

@@ -10,6 +10,12 @@
 #   pwrite        a buffered 4 KiB pwrite past the end of file, what a
 #                 share without iotune does for the same write (in its
 #                 thread pool)
+#   fallocate_dio_alone, fallocate_dio_during, dio_write
+#                 a 64 KiB fallocate past the end of a file written with
+#                 O_DIRECT, alone and while a 16 MiB direct write of the
+#                 file is on its way (from another thread), and that
+#                 write: whether a reservation waits for the file's direct
+#                 writes, wherever it runs (a thread pool cannot help)
 #
 # On a "direct io" share the cost that counts is another: a fallocate
 # waits for the file's direct write in flight, so the first cached write
@@ -24,9 +30,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import argparse
+import ctypes
+import mmap
 import os
 import statistics
 import tempfile
+import threading
 import time
 
 KIB = 1024
@@ -55,16 +64,66 @@ def one_round(directory, count):
     return out
 
 
+def fallocate_64k(fd, off):
+    """microseconds of fallocate(fd, 0, off, 64 KiB) (os has only
+    posix_fallocate, which glibc may emulate: called through libc)"""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
+                               ctypes.c_long]
+    started = time.perf_counter()
+    if libc.fallocate(fd, 0, off, 64 * KIB) != 0:
+        raise OSError(ctypes.get_errno(), 'fallocate')
+    return (time.perf_counter() - started) * 1e6
+
+
+def direct_write_wait(directory, rounds):
+    """(fallocate alone, fallocate during a 16 MiB direct write, that
+    write), us, medians of rounds"""
+    size = 16 * MIB
+    buf = mmap.mmap(-1, size)
+    buf.write(os.urandom(size))
+    alone, during, write = [], [], []
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        path = os.path.join(tmp, 'dio')
+        dio = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT)
+        fd = os.open(path, os.O_RDWR)
+        far = 1 << 40   # past anything written
+        for i in range(rounds):
+            alone.append(fallocate_64k(fd, far + 2 * i * 64 * KIB))
+            took = []
+            writer = threading.Thread(target=lambda: took.append(
+                per_call_us(lambda _: os.pwrite(dio, buf, i * size), 1)))
+            writer.start()
+            time.sleep(0.002)   # the write is on its way
+            during.append(fallocate_64k(fd, far + (2 * i + 1) * 64 * KIB))
+            writer.join()
+            write.append(took[0])
+        os.close(fd)
+        os.close(dio)
+    return (statistics.median(alone), statistics.median(during),
+            statistics.median(write))
+
+
 def measure(directory, rounds=5, count=2000):
     runs = [one_round(directory, count) for _ in range(rounds)]
-    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    (out['fallocate_dio_alone'], out['fallocate_dio_during'],
+     out['dio_write']) = direct_write_wait(directory, max(rounds, 7))
+    return out
 
 
 def describe(cost):
-    return ('reservation per cached write (us per call on this file '
+    text = ('reservation per cached write (us per call on this file '
             'system): fallocate of 4 KiB past the end of file %.1f; a '
             'buffered 4 KiB write past it %.1f' %
             (cost['fallocate'], cost['pwrite']))
+    if 'fallocate_dio_during' in cost:
+        text += ('; a 64 KiB fallocate of a file written with O_DIRECT '
+                 '%.0f alone, %.0f while a 16 MiB direct write of it is '
+                 'on its way (%.0f)' % (cost['fallocate_dio_alone'],
+                                        cost['fallocate_dio_during'],
+                                        cost['dio_write']))
+    return text
 
 
 def main():

@@ -101,12 +101,17 @@ static void batch_calls(const struct iotune_rsvq_batch *b,
 }
 
 /* (Re)starts the batch in q->fly; its calls are to be made now */
+/* fly is formed: its calls start now, or (deferred) at launch() */
 static void fly(struct iotune_rsvq *q, struct iotune_rsvq_calls *calls)
 {
 	q->flying = true;
+	q->started = !q->deferred;
 	q->fly.answered = 0;
 	q->fly.epoch = q->epoch;
-	batch_calls(&q->fly, calls);
+	calls->n = 0;
+	if (q->started) {
+		batch_calls(&q->fly, calls);
+	}
 }
 
 static void remember(struct iotune_rsvq *q, const struct iotune_rsvq_range *r)
@@ -251,6 +256,10 @@ enum iotune_rsvq_verdict iotune_rsvq_submit(struct iotune_rsvq *q,
 	    !batch_overlaps(&q->next, off, end)) {
 		return IOTUNE_RSVQ_CACHE;
 	}
+	if (!q->started && q->next.n_writes == 0 &&
+	    batch_add(&q->fly, id, off, end)) {
+		return IOTUNE_RSVQ_QUEUED;	/* joins it before its launch */
+	}
 	if (!batch_add(&q->next, id, off, end)) {
 		return IOTUNE_RSVQ_BUSY;
 	}
@@ -265,7 +274,7 @@ bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
 	out->n = 0;
 	out->cannot_reserve = false;
 	out->calls.n = 0;
-	if (!q->flying || run >= q->fly.n_runs ||
+	if (!q->flying || !q->started || run >= q->fly.n_runs ||
 	    (q->fly.answered & (1u << run)) != 0) {
 		return false;
 	}
@@ -292,33 +301,77 @@ bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
  * too many), the batch stays as it was: the write's bytes are reserved
  * with it, and its verdict comes.
  */
-bool iotune_rsvq_cancel(struct iotune_rsvq *q, uint64_t id)
+static bool batch_without(struct iotune_rsvq_batch *from, uint64_t id)
 {
 	struct iotune_rsvq_batch b = { 0 };
-	const struct iotune_rsvq_batch *old = &q->next;
 	bool found = false;
 	unsigned int i;
 
-	for (i = 0; i < old->n_writes; i++) {
-		if (old->id[i] == id && !found) {
+	for (i = 0; i < from->n_writes; i++) {
+		if (from->id[i] == id && !found) {
 			found = true;
 			continue;
 		}
-		if (!batch_add(&b, old->id[i], old->w[i].off,
-			       old->w[i].end)) {
+		if (!batch_add(&b, from->id[i], from->w[i].off,
+			       from->w[i].end)) {
 			return false;
 		}
 	}
 	if (found) {
-		q->next = b;
+		b.epoch = from->epoch;
+		*from = b;
 	}
 	return found;
+}
+
+bool iotune_rsvq_cancel(struct iotune_rsvq *q, uint64_t id)
+{
+	struct iotune_rsvq_calls none;
+
+	if (batch_without(&q->next, id)) {
+		return true;
+	}
+	if (!iotune_rsvq_due(q) || !batch_without(&q->fly, id)) {
+		return false;
+	}
+	if (q->fly.n_writes == 0) {
+		/* nothing left to launch: the next batch takes its place */
+		q->flying = false;
+		if (q->next.n_writes > 0) {
+			q->fly = q->next;
+			q->next = (struct iotune_rsvq_batch) { 0 };
+			fly(q, &none);
+		}
+	}
+	return true;
 }
 
 void iotune_rsvq_forget(struct iotune_rsvq *q)
 {
 	q->epoch++;
 	q->known = (struct iotune_rsvq_range) { 0, 0 };
+}
+
+bool iotune_rsvq_launch(struct iotune_rsvq *q,
+			struct iotune_rsvq_calls *calls)
+{
+	calls->n = 0;
+	if (!iotune_rsvq_due(q)) {
+		return false;
+	}
+	q->started = true;
+	batch_calls(&q->fly, calls);
+	return true;
+}
+
+bool iotune_rsvq_due(const struct iotune_rsvq *q)
+{
+	return q->flying && !q->started;
+}
+
+unsigned int iotune_rsvq_due_writes(const struct iotune_rsvq *q)
+{
+	return iotune_rsvq_due(q) ? q->fly.n_writes : 0;
 }
 
 bool iotune_rsvq_idle(const struct iotune_rsvq *q)

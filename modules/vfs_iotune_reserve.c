@@ -1,19 +1,23 @@
 /*
  * iotune: the write cache's reservations on the Samba side (the core,
  * modules/wcache_reserve.c and modules/rsvq.c, decides which bytes and
- * when).  Two ways:
+ * in which batch; docs/design.md "Reservation" says why).
  *
- * - inline, on the main thread: SMB_VFS_NEXT_FALLOCATE, for a write
- *   alone in flight (the soonest answer) and on shares with a module
- *   below iotune, whose fallocate is only called through the VFS; its
- *   cost says whether a reservation is a round trip
- *   (IOTUNE_WC_RESERVE_SLOW_US);
- * - in batches (the core's reserve_async), on shares with nothing below
- *   iotune: each call of a batch is a fallocate(2) in smbd's thread
- *   pool, on a dup() of the file's descriptor (a handle may close while
- *   the call is on its way; the open file stays the same), answered to
- *   the core from the job's completion on the main loop.  A cache that
- *   ends waits for its calls, so that none lands after the close.
+ * - A call made inline, on the main thread, through the VFS
+ *   (SMB_VFS_NEXT_FALLOCATE): for a write alone in flight, for every
+ *   write where reservations are cheap, and for the batches of shares
+ *   where one is a round trip; its cost says which shares those are
+ *   (IOTUNE_WC_RESERVE_SLOW_US).
+ * - When a batch starts: once no more requests of the client wait in
+ *   its sockets (their writes join the batch), checked again before
+ *   every loop iteration (iotune_caches_check()), or when it is full or
+ *   waited IOTUNE_RSV_WAIT_US.
+ * - With "write cache batch reservations = yes" (nothing below iotune):
+ *   each call of a batch is a fallocate(2) in smbd's thread pool, on a
+ *   dup() of the file's descriptor (a handle may close while the call
+ *   is on its way; the open file stays the same), answered to the core
+ *   from the job's completion on the main loop.  A cache that ends
+ *   waits for its calls, so that none lands after the close.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -149,7 +153,7 @@ static void iotune_rsv_job_done(struct tevent_req *subreq)
 	TALLOC_FREE(job);
 }
 
-/* A call the pool cannot take is made now, through the VFS */
+/* A call made now, through the VFS (also one the pool cannot take) */
 static void iotune_rsv_inline(struct iotune_cache *cache, unsigned run,
 			      uint64_t off, uint64_t len)
 {
@@ -191,15 +195,74 @@ static void iotune_rsv_start(struct iotune_cache *cache, unsigned run,
 	tevent_req_set_callback(subreq, iotune_rsv_job_done, job);
 }
 
-/* The calls of a batch that starts (act->reserve) */
-void iotune_cache_reserve_start(struct iotune_cache *cache,
-				const struct iotune_rsvq_calls *calls)
+/*
+ * A batch starts: its calls go to the thread pool (write cache batch
+ * reservations = yes), or are made inline, one after the other, each
+ * answered at once.
+ */
+static void iotune_cache_reserve_launch(struct iotune_cache *cache)
 {
+	struct iotune_rsvq_calls calls;
 	unsigned i;
 
-	for (i = 0; i < calls->n; i++) {
-		iotune_rsv_start(cache, i, calls->run[i].off,
-				 calls->run[i].end - calls->run[i].off);
+	iotune_wc_reserve_launch(&cache->wc, &calls);
+	for (i = 0; i < calls.n; i++) {
+		uint64_t off = calls.run[i].off;
+		uint64_t len = calls.run[i].end - off;
+
+		if (cache->share->wc_reserve_async) {
+			iotune_rsv_start(cache, i, off, len);
+		} else {
+			iotune_rsv_inline(cache, i, off, len);
+		}
+	}
+}
+
+/*
+ * How long a batch may wait for the client's next writes; a batch that
+ * is full starts at once.
+ */
+#define IOTUNE_RSV_WAIT_US 2000
+
+/*
+ * A batch of reservations formed (act->reserve_due).  It starts once no
+ * more requests of the client wait in its sockets: the writes among them
+ * join it.  smbd reads one request per loop iteration, and
+ * iotune_caches_check() calls this again before each.
+ */
+void iotune_cache_reserve_due(struct iotune_cache *cache)
+{
+	unsigned due = iotune_wc_reserve_due(&cache->wc);
+	uint64_t now = 0;
+
+	if (due == 0 || cache->files == NULL) {
+		cache->reserve_due_us = 0;
+		return;
+	}
+	now = iotune_now_us();
+	if (cache->reserve_due_us == 0) {
+		cache->reserve_due_us = now;
+	}
+	if (due < IOTUNE_RSVQ_WRITES &&
+	    now - cache->reserve_due_us < IOTUNE_RSV_WAIT_US &&
+	    iotune_smbd_client_waiting(cache->files->fsp)) {
+		return;
+	}
+	cache->reserve_due_us = 0;
+	iotune_cache_reserve_launch(cache);
+}
+
+/*
+ * Before a write: reservations go in batches on shares that ask for it,
+ * and on shares where one is a round trip (IOTUNE_WC_RESERVE_SLOW_US),
+ * inline there: the writes that arrive while the client keeps several in
+ * flight share one round trip, and are cached.
+ */
+void iotune_cache_reserve_prepare(struct iotune_cache *cache)
+{
+	if (cache->share->wc_reserve_async ||
+	    iotune_cache_reserve_slow(cache->share)) {
+		iotune_wc_reserve_in_batches(&cache->wc);
 	}
 }
 

@@ -490,7 +490,8 @@ struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 /*
  * Before every loop iteration: write out every cache whose handles lost,
  * or are losing, their oplock or lease, or whose file was opened through
- * a share without iotune, before smbd can read the client's ack.
+ * a share without iotune, before smbd can read the client's ack; start
+ * the batches of reservations that waited for the client's next writes.
  */
 void iotune_caches_check(struct iotune_process *p, bool files_changed)
 {
@@ -500,6 +501,9 @@ void iotune_caches_check(struct iotune_process *p, bool files_changed)
 
 	for (cache = p->caches; cache != NULL; cache = next) {
 		next = cache->next;
+		if (iotune_wc_reserve_due(&cache->wc) > 0) {
+			iotune_cache_reserve_due(cache);
+		}
 		if (cache->lost ||
 		    iotune_cache_may_continue(cache, files_changed)) {
 			continue;

@@ -61,6 +61,7 @@ struct iotune_cache {
 	struct tevent_immediate *wake_im;
 	struct iotune_copy_job *copies;	/* copies into it in flight */
 	struct iotune_rsv_job *reserves;	/* reservations in flight */
+	uint64_t reserve_due_us;	/* a batch waits to start since */
 	unsigned sync;			/* synchronous callers using it */
 	bool lost;			/* written out for a lost right */
 	bool ending;
@@ -98,8 +99,8 @@ bool iotune_cache_flushing(const struct iotune_cache *cache);
 /* vfs_iotune_reserve.c */
 int iotune_cache_reserve_inline(void *private_data, uint64_t off,
 				uint64_t len);
-void iotune_cache_reserve_start(struct iotune_cache *cache,
-				const struct iotune_rsvq_calls *calls);
+void iotune_cache_reserve_due(struct iotune_cache *cache);
+void iotune_cache_reserve_prepare(struct iotune_cache *cache);
 void iotune_cache_reserve_end(struct iotune_cache *cache);
 bool iotune_cache_reserve_async(const struct iotune_share *share);
 

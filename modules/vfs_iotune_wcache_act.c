@@ -334,8 +334,10 @@ void iotune_cache_apply(struct iotune_cache *cache,
 	/* not act->tick_ms: a failed dispatch or copy above ran the core */
 	iotune_cache_arm_tick(cache, iotune_wc_next_tick(&cache->wc));
 	iotune_cache_times_landed(cache);
-	/* a batch of reservations starts (answered from the thread pool) */
-	iotune_cache_reserve_start(cache, &act->reserve);
+	/* a batch of reservations formed: it starts now or soon */
+	if (act->reserve_due) {
+		iotune_cache_reserve_due(cache);
+	}
 	/*
 	 * Last: a piece that cannot be issued fails at once, and the
 	 * action that failure asks for (a retry tick) must not be undone by
@@ -360,6 +362,7 @@ bool iotune_cache_submit(struct iotune_cache *cache, struct iotune_wc_op *op)
 	cache->submits++;
 	if (op->kind == IOTUNE_WC_OP_WRITE) {
 		iotune_cache_times_write(cache);
+		iotune_cache_reserve_prepare(cache);
 	}
 	iotune_wc_submit(&cache->wc, op, iotune_now_ms(), &act);
 	iotune_cache_apply(cache, &act);

@@ -178,6 +178,7 @@ int iotune_wc_init(struct iotune_wcache *c,
 		},
 	};
 	c->p.bypass_size = bypass_size(&c->p);
+	c->rq.deferred = true;	/* the caller launches batches */
 	c->p.flushes = MAX(1, MIN(c->p.flushes, IOTUNE_WC_MAX_FLUSHES));
 	return 0;
 }

@@ -121,14 +121,31 @@ static struct iotune_wc_op *queued_op(const struct iotune_wcache *c,
 	return NULL;
 }
 
+/* a batch's calls start at a launch: they come from no other call */
 static void take_calls(struct iotune_wcache *c,
 		       const struct iotune_rsvq_calls *calls,
 		       struct iotune_wc_action *act)
 {
-	if (calls->n > 0) {
-		act->reserve = *calls;
+	(void)calls;	/* n == 0: c->rq.deferred */
+	act->reserve_due = iotune_rsvq_due(&c->rq);
+}
+
+void iotune_wc_reserve_launch(struct iotune_wcache *c,
+			      struct iotune_rsvq_calls *calls)
+{
+	if (iotune_rsvq_launch(&c->rq, calls)) {
 		WC_COUNT(c, reserve_calls, calls->n);
 	}
+}
+
+void iotune_wc_reserve_in_batches(struct iotune_wcache *c)
+{
+	c->p.reserve_async = true;
+}
+
+unsigned iotune_wc_reserve_due(const struct iotune_wcache *c)
+{
+	return iotune_rsvq_due_writes(&c->rq);
 }
 
 static void take_verdict(struct iotune_wcache *c, struct iotune_wc_op *op,
@@ -264,6 +281,7 @@ void iotune_wc_reserve_done(struct iotune_wcache *c,
 	take_calls(c, &d.calls, act);
 	ask_busy_again(c, act);
 	iotune_wc_run(c, now_ms, act);
+	act->reserve_due = iotune_rsvq_due(&c->rq);
 }
 
 /*

@@ -12,9 +12,9 @@
  * decided once; a write is cached only when every unit of it is reserved
  * on the model disk; writes that overlap are decided in submission
  * order; every unit of a call is a unit of a write that waits; a batch's
- * calls come only when none is on its way; an answer that matches no
- * call changes nothing; once every call is answered, every write is
- * decided.
+ * calls come only when none is on its way (deferred: only at a launch);
+ * an answer that matches no call changes nothing; once every call is
+ * answered and every batch launched, every write is decided.
  *
  * The includer defines RSVQ_MODEL_CHECK(cond) (how a broken rule fails)
  * and RSVQ_MODEL_WRITES (the most writes one sequence makes).
@@ -48,14 +48,18 @@ struct rsvq_model {
 	uint64_t head;		/* first write not yet accepted */
 	uint64_t n;		/* writes made */
 	bool disabled;
+	bool deferred;		/* batches start at rsvq_model_launch() */
 	/* how often each path came up */
 	unsigned int cached, queued, busy, through, again, disables;
+	unsigned int launches;
 };
 
-static void rsvq_model_reset(struct rsvq_model *m)
+static void rsvq_model_reset(struct rsvq_model *m, bool deferred)
 {
 	memset(m, 0, sizeof(*m));
 	iotune_rsvq_init(&m->q);
+	m->q.deferred = deferred;
+	m->deferred = deferred;
 	m->head = 1;
 }
 
@@ -146,7 +150,9 @@ static void rsvq_model_submit(struct rsvq_model *m)
 		id = m->head;
 		v = iotune_rsvq_submit(&m->q, id, m->off[id], m->end[id], &c);
 		if (v == IOTUNE_RSVQ_BUSY) {
-			RSVQ_MODEL_CHECK(c.n == 0 && rsvq_model_flying(m));
+			RSVQ_MODEL_CHECK(c.n == 0 &&
+					 (rsvq_model_flying(m) ||
+					  iotune_rsvq_due(&m->q)));
 			m->busy++;
 			return;
 		}
@@ -157,6 +163,7 @@ static void rsvq_model_submit(struct rsvq_model *m)
 			continue;
 		}
 		m->queued++;
+		RSVQ_MODEL_CHECK(!m->deferred || c.n == 0);
 		m->state[id] = 1;
 		for (u = m->off[id]; u < m->end[id]; u++) {
 			m->waiting[u]++;
@@ -192,10 +199,24 @@ static void rsvq_model_answer(struct rsvq_model *m, unsigned int run,
 		m->disabled = true;
 		m->disables++;
 	}
-	if (out.n == 0 && out.calls.n > 0) {
+	if (out.n == 0 && (out.calls.n > 0 || iotune_rsvq_due(&m->q))) {
 		m->again++;	/* a truncate came: the batch goes again */
 	}
 	rsvq_model_start(m, &out.calls);
+}
+
+/* deferred: the batch that waits starts (its calls are made) */
+static void rsvq_model_launch(struct rsvq_model *m)
+{
+	struct iotune_rsvq_calls c;
+
+	if (!iotune_rsvq_launch(&m->q, &c)) {
+		RSVQ_MODEL_CHECK(c.n == 0 && !iotune_rsvq_due(&m->q));
+		return;
+	}
+	RSVQ_MODEL_CHECK(m->deferred && c.n > 0);
+	m->launches++;
+	rsvq_model_start(m, &c);
 }
 
 static void rsvq_model_truncate(struct rsvq_model *m)
@@ -210,6 +231,7 @@ static void rsvq_model_new_queue(struct rsvq_model *m)
 {
 	if (m->disabled && iotune_rsvq_idle(&m->q)) {
 		iotune_rsvq_init(&m->q);
+		m->q.deferred = m->deferred;
 		m->disabled = false;
 	}
 }
@@ -221,7 +243,11 @@ static void rsvq_model_drain(struct rsvq_model *m)
 	uint64_t id;
 
 	rsvq_model_submit(m);
-	while (rsvq_model_flying(m)) {
+	while (rsvq_model_flying(m) || iotune_rsvq_due(&m->q)) {
+		if (!rsvq_model_flying(m)) {
+			rsvq_model_launch(m);
+			continue;
+		}
 		for (i = 0; m->answered[i]; i++) {
 		}
 		rsvq_model_answer(m, i, 0);

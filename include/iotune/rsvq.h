@@ -1,9 +1,9 @@
 /*
- * iotune - the write cache's reservations made in batches, off the main
- * thread (pure core, no Samba).  Designed and unit-tested here first
- * (tests/unit/test_rsvq.c); the adapter does not use it yet: today a
- * cached write reserves its bytes with one synchronous call
- * (modules/wcache_reserve.c, docs/design.md "Reservation").
+ * iotune - the write cache's reservations made in batches (pure core, no
+ * Samba): the writes of a client that pipelines share one call.  The
+ * write cache's core uses it (modules/wcache_reserve.c, deferred: the
+ * adapter launches each batch), docs/design.md "Reservation" explains
+ * where and why.
  *
  * One batch of reservation calls is on its way per cache at a time.  A
  * write whose bytes are not known to be reserved is queued: the first
@@ -40,6 +40,12 @@
  *   writes' bytes.  A write of the batch on its way cannot leave it (its
  *   calls are made), nor one whose leaving would split the next batch
  *   into more calls than it may make: their verdicts still come.
+ * - deferred (set after init): a batch that forms makes no calls yet;
+ *   the writes that arrive meanwhile join it (while it has room and no
+ *   write went to the next batch), and launch() makes its calls (the
+ *   caller launches once the writes it expects have arrived).  Until
+ *   then, due() says a batch waits, and done() has no call to answer.
+ *   A cancel may take a write out of a batch not launched.
  * - Nothing is ever given back: only bytes of writes are reserved.
  *
  * Copyright (C) iotune authors 2026
@@ -72,7 +78,10 @@ struct iotune_rsvq_batch {
 };
 
 struct iotune_rsvq {
-	bool flying;			/* fly is on its way */
+	bool deferred;			/* batches start at launch() */
+	bool flying;			/* fly is formed (on its way once
+					 * started) */
+	bool started;			/* fly's calls are made */
 	bool disabled;			/* the file system cannot reserve */
 	uint64_t epoch;			/* counts forget() */
 	struct iotune_rsvq_range known;	/* reserved, known */
@@ -125,6 +134,16 @@ bool iotune_rsvq_cancel(struct iotune_rsvq *q, uint64_t id);
 
 /* the file's space changed: nothing is known to be reserved */
 void iotune_rsvq_forget(struct iotune_rsvq *q);
+
+/* deferred: starts the batch that waits (false: none waits) */
+bool iotune_rsvq_launch(struct iotune_rsvq *q,
+			struct iotune_rsvq_calls *calls);
+
+/* deferred: a batch waits for launch() */
+bool iotune_rsvq_due(const struct iotune_rsvq *q);
+
+/* ... and how many writes it holds (0: none waits) */
+unsigned int iotune_rsvq_due_writes(const struct iotune_rsvq *q);
 
 /* no batch on its way and no write queued */
 bool iotune_rsvq_idle(const struct iotune_rsvq *q);

@@ -33,9 +33,11 @@
  *   Nothing else is reserved, so nothing is ever given back: the core
  *   never asks for a truncate or a punched hole.  With reserve_async
  *   the writes ask for their reservations as they arrive, in batches of
- *   include/iotune/rsvq.h (one batch on its way, the writes that arrive
- *   meanwhile join the next); a write waits in the FIFO until its
- *   verdict came, and one whose bytes did not fit goes to disk.
+ *   include/iotune/rsvq.h (a batch starts when the caller launches it,
+ *   with the writes that arrived until then; one batch on its way, the
+ *   writes that arrive meanwhile join the next); a write waits in the
+ *   FIFO until its verdict came, and one whose bytes did not fit goes
+ *   to disk.
  * - A flush that fails keeps its data and is retried with a backoff.
  *   While it is not written, every write or barrier first retries it and
  *   fails with the error when that retry fails (with several failed
@@ -217,16 +219,14 @@ struct iotune_wc_params {
 
 /*
  * A reservation this slow costs a round trip to a server (GlusterFS, a
- * FUSE or network file system), as much as the write it would save.
- * When other requests of the client wait meanwhile (it pipelines), the
- * adapter says so in op->reserve_slow, and a write whose bytes would need
- * a reservation is not cached: it goes to disk like a write of the
- * bypass size, once no older cached data it overlaps is left.  Written
- * through, the pipelined writes keep their round trips in flight side by
- * side; cached, each would wait for its reservation on smbd's main
- * thread, one at a time (measured on GlusterFS: 0.5-0.7x of the share
- * without iotune with 4-16 in flight).  A write alone in flight, and one
- * into bytes already reserved, is still cached.
+ * FUSE or network file system), as much as the write it would save.  The
+ * adapter then makes the share's reservations in batches (reserve_async):
+ * the writes a pipelining client sends share one.  Without batches, a
+ * write with op->reserve_slow (other requests of the client wait) whose
+ * bytes would need a reservation is not cached: it goes to disk like a
+ * write of the bypass size, once no older cached data it overlaps is
+ * left; a write alone in flight, and one into bytes already reserved,
+ * is still cached.
  */
 #define IOTUNE_WC_RESERVE_SLOW_US 50
 
@@ -298,10 +298,8 @@ struct iotune_wc_action {
 	uint64_t dropped;	/* bytes dropped for good: log it */
 	int drop_err;		/* ... because of this errno (0: ended) */
 	bool cannot_reserve;	/* the file system refused a reservation */
-	struct iotune_rsvq_calls reserve;	/* reserve_async: start these
-						 * reservations; answer each
-						 * (by its index) with
-						 * iotune_wc_reserve_done() */
+	bool reserve_due;	/* reserve_async: a batch of reservations
+				 * waits for iotune_wc_reserve_launch() */
 };
 
 /*
@@ -428,7 +426,24 @@ void iotune_wc_reserve_done(struct iotune_wcache *c,
 			    uint64_t now_ms,
 			    struct iotune_wc_action *act);
 
-/* reserve_async: reservations on their way (the caller must answer) */
+/*
+ * reserve_async: the batch that waits (act->reserve_due) starts: the
+ * caller makes calls (none when no batch waits) and answers each, by its
+ * index, with iotune_wc_reserve_done().  The caller chooses when: the
+ * writes that arrive before the launch join the batch, so it launches
+ * once the writes it knows of have arrived (no more requests of the
+ * client wait to be read), or when writes waited long enough.
+ */
+void iotune_wc_reserve_launch(struct iotune_wcache *c,
+			      struct iotune_rsvq_calls *calls);
+
+/* From now on, reservations go in batches (params.reserve_async) */
+void iotune_wc_reserve_in_batches(struct iotune_wcache *c);
+
+/* reserve_async: writes in the batch that waits for its launch (0: none) */
+unsigned iotune_wc_reserve_due(const struct iotune_wcache *c);
+
+/* reserve_async: reservations formed or on their way */
 bool iotune_wc_reserving(const struct iotune_wcache *c);
 
 /* Takes (and clears) the error of dropped data not yet reported. */

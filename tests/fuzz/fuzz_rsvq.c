@@ -27,7 +27,7 @@ static void step(uint8_t a, uint8_t b)
 				     EOPNOTSUPP };
 	uint64_t off = b % (RSVQ_MODEL_UNITS - 4);
 
-	switch (a % 5) {
+	switch (a % 6) {
 	case 0:
 	case 1:
 		(void)rsvq_model_write(&m, off, off + (a >> 3) % 5);
@@ -38,6 +38,9 @@ static void step(uint8_t a, uint8_t b)
 		break;
 	case 3:
 		rsvq_model_truncate(&m);
+		break;
+	case 4:
+		rsvq_model_launch(&m);
 		break;
 	default:
 		rsvq_model_new_queue(&m);
@@ -50,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t i;
 
-	rsvq_model_reset(&m);
+	rsvq_model_reset(&m, size > 0 && (data[0] & 0x80) != 0);
 	for (i = 0; i + 1 < size; i += 2) {
 		step(data[i], data[i + 1]);
 	}

@@ -77,6 +77,24 @@ static const struct iotune_wc_io_ops io = {
 /* reserve_async: the calls of the batch on its way, answered or not */
 static struct iotune_rsvq_calls rsv;
 static unsigned rsv_answered;
+static bool launch_at_once;	/* a batch starts as soon as it forms */
+static struct iotune_wcache c;
+
+/* the batch that waits starts: one batch on its way at a time */
+static void launch(void)
+{
+	struct iotune_rsvq_calls calls;
+
+	iotune_wc_reserve_launch(&c, &calls);
+	if (calls.n == 0) {
+		return;
+	}
+	if (rsv_answered != (1u << rsv.n) - 1) {
+		abort();
+	}
+	rsv = calls;
+	rsv_answered = 0;
+}
 
 struct slot {
 	struct iotune_wc_op op;
@@ -85,7 +103,6 @@ struct slot {
 };
 
 static struct slot slots[MAX_OPS];
-static struct iotune_wcache c;
 static unsigned piece;	/* flush pieces in flight */
 static struct iotune_wc_action pending[IOTUNE_WC_MAX_FLUSHES];
 
@@ -114,12 +131,8 @@ static void apply(const struct iotune_wc_action *act)
 	if (act->tick_ms != 0 && act->tick_ms <= now) {
 		abort();	/* would spin */
 	}
-	if (act->reserve.n > 0) {
-		if (rsv_answered != (1u << rsv.n) - 1) {
-			abort();	/* one batch on its way at a time */
-		}
-		rsv = act->reserve;
-		rsv_answered = 0;
+	if (act->reserve_due && launch_at_once) {
+		launch();
 	}
 	if (act->flush_io) {
 		unsigned i;
@@ -199,6 +212,10 @@ static void settle(void)
 		size_t i;
 
 		any = 0;
+		if (iotune_wc_reserve_due(&c) > 0) {
+			launch();
+			any = 1;
+		}
 		for (i = 0; i < rsv.n; i++) {
 			if ((rsv_answered & (1u << i)) == 0) {
 				do_reserve((unsigned)i, 0);
@@ -319,12 +336,15 @@ static void step(const uint8_t *d, int *lost)
 	switch (d[0] % 11) {
 	case 0: case 1: case 2: case 3:
 		op_busy = (d[3] & 0x80) != 0;
+		launch_at_once = (d[1] & 0x80) != 0;
 		op_reserve_slow = (d[2] & 0x40) != 0 && op_busy;
 		submit(IOTUNE_WC_OP_WRITE, off, n, d[0] ^ d[3], !*lost);
 		break;
 	case 4:
 		if (piece && !(c.p.reserve_async && (d[2] & 1))) {
 			do_piece((d[3] >> 1) % piece, d[3] & 1);
+		} else if (d[3] & 0x40) {
+			launch();
 		} else if (rsv.n > 0) {
 			do_reserve(d[3] % rsv.n, (d[3] & 0x30) == 0x30);
 		}

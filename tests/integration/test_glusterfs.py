@@ -36,6 +36,8 @@ def smbd(request, volume):
         'gl_iotune': volume.share(
             'iotune glusterfs',
             **{'iotune:write cache flush timeout': '60s'}),
+        # a share of its own: no other test's counters
+        'gl_pipelined': volume.share('iotune glusterfs'),
     })
 
 
@@ -78,28 +80,32 @@ def test_brick_write_calls_cut_100x(volume, smbd):
     assert calls['gl_plain'] >= 100 * calls['gl_iotune']
 
 
-def test_pipelined_writes_pass_slow_reservations(volume, smbd):
+def test_pipelined_writes_share_slow_reservations(volume, smbd):
     """A fallocate through vfs_glusterfs is a round trip to the brick:
-    with 8 writes in flight, writes that would each wait for their own
-    reservation on smbd's main thread go to the brick side by side
-    instead (IOTUNE_WC_RESERVE_SLOW_US), every byte intact.  (Each
-    connection is a process of its own that measures the cost of a
-    reservation from its first ones.)"""
+    with 8 writes in flight, the writes that arrive while a batch of
+    reservations waits for the client's next ones share one call, and
+    are cached and written to the brick in large pieces, every byte
+    intact.  (Each connection is a process of its own that measures the
+    cost of a reservation from its first ones: inline, one each, until
+    then.)"""
     volume.profile_start()
-    before = harness.iotune_counters(smbd, 'gl_iotune')
-    calls = pump_to_brick(volume, smbd, 'gl_iotune', 'pipelined.bin', 8)
+    before = harness.iotune_counters(smbd, 'gl_pipelined')
+    calls = pump_to_brick(volume, smbd, 'gl_pipelined', 'pipelined.bin', 8)
 
-    def slow_writes(counters):
-        return (counters.get('wc_reserve_slow', 0) -
-                before.get('wc_reserve_slow', 0))
+    def delta(counters, name):
+        return counters.get(name, 0) - before.get(name, 0)
 
     # the connection's process publishes as it ends
-    slow = slow_writes(harness.iotune_counters_until(
-        smbd, 'gl_iotune', lambda c: slow_writes(c) > 4096 // 2))
-    print('pipelined: %d writes past slow reservations, %d brick WRITE '
-          'calls' % (slow, calls))
-    assert slow > 4096 // 2
-    assert calls > 4096 // 2
+    after = harness.iotune_counters_until(
+        smbd, 'gl_pipelined',
+        lambda c: delta(c, 'wc_writes_total') >= 4096)
+    cached = delta(after, 'wc_writes_cached')
+    reservations = delta(after, 'wc_reserve_calls')
+    print('pipelined: %d of 4096 writes cached with %d reservation '
+          'calls, %d brick WRITE calls' % (cached, reservations, calls))
+    assert cached > 4096 * 3 // 4
+    assert reservations < cached // 2
+    assert calls < 4096 // 4
 
 
 @pytest.mark.parametrize('oplock', ['batch', 'lease'])

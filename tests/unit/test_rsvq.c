@@ -451,6 +451,8 @@ static void model_step(struct rsvq_model *m)
 	if (r < 50) {
 		(void)rsvq_model_write(m, off, off + (rand() % 50 == 0 ? 0 :
 				       1 + (uint64_t)rand() % 4));
+	} else if (r < 60 && m->deferred) {
+		rsvq_model_launch(m);
 	} else if (r < 97) {
 		/* a call on its way, mostly; now and then none */
 		rsvq_model_answer(m, (unsigned int)rand() %
@@ -464,13 +466,13 @@ static void model_step(struct rsvq_model *m)
 	rsvq_model_submit(m);
 }
 
-static void test_randomized_model(void **state)
+static void randomized_model(bool deferred)
 {
 	struct rsvq_model *m = calloc(1, sizeof(*m));
 
 	assert_non_null(m);
 	srand(7);
-	rsvq_model_reset(m);
+	rsvq_model_reset(m, deferred);
 	while (m->n < RSVQ_MODEL_WRITES) {
 		model_step(m);
 	}
@@ -481,8 +483,69 @@ static void test_randomized_model(void **state)
 	assert_true(m->busy > 100);
 	assert_true(m->through > 100);
 	assert_true(m->again > 100);
-	assert_true(m->disables > 10);
+	/* (larger batches, deferred: fewer calls to fail) */
+	assert_true(m->disables > (deferred ? 1u : 10u));
+	assert_true(!deferred || m->launches > 1000);
 	free(m);
+}
+
+static void test_randomized_model(void **state)
+{
+	randomized_model(false);
+}
+
+static void test_randomized_model_deferred(void **state)
+{
+	randomized_model(true);
+}
+
+/*
+ * Deferred: the writes that arrive before the launch join the batch, so
+ * the first batch of a stream holds them all; answers before the launch
+ * match no call; a cancelled write leaves a batch not launched.
+ */
+static void test_deferred_batch_waits_for_its_launch(void **state)
+{
+	q.deferred = true;
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(calls.n, 0);
+	assert_true(iotune_rsvq_due(&q));
+	assert_int_equal(submit(2, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(3, 64 * K, 68 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(submit(4, 8 * K, 12 * K), IOTUNE_RSVQ_QUEUED);
+	assert_int_equal(iotune_rsvq_due_writes(&q), 4);
+	assert_false(iotune_rsvq_done(&q, 0, 0, &out));	/* no call yet */
+	assert_true(iotune_rsvq_cancel(&q, 3));
+	assert_true(iotune_rsvq_launch(&q, &calls));
+	assert_false(iotune_rsvq_due(&q));
+	assert_int_equal(calls.n, 1);
+	assert_call(&calls, 0, 0, 12 * K);
+	/* on its way: later writes wait for the next batch */
+	assert_int_equal(submit(5, 12 * K, 16 * K), IOTUNE_RSVQ_QUEUED);
+	assert_false(iotune_rsvq_launch(&q, &calls));
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_int_equal(out.n, 3);
+	assert_decided(0, 1, IOTUNE_RSVQ_CACHE);
+	assert_decided(1, 2, IOTUNE_RSVQ_CACHE);
+	assert_decided(2, 4, IOTUNE_RSVQ_CACHE);
+	assert_int_equal(out.calls.n, 0);	/* the next waits to launch */
+	assert_true(iotune_rsvq_due(&q));
+	assert_true(iotune_rsvq_launch(&q, &calls));
+	assert_call(&calls, 0, 12 * K, 16 * K);
+	assert_true(iotune_rsvq_done(&q, 0, 0, &out));
+	assert_decided(0, 5, IOTUNE_RSVQ_CACHE);
+	assert_true(iotune_rsvq_idle(&q));
+}
+
+/* deferred: the only write of a batch not launched leaves: none waits */
+static void test_deferred_cancel_of_the_last_write(void **state)
+{
+	q.deferred = true;
+	assert_int_equal(submit(1, 0, 4 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_cancel(&q, 1));
+	assert_false(iotune_rsvq_due(&q));
+	assert_true(iotune_rsvq_idle(&q));
+	assert_false(iotune_rsvq_launch(&q, &calls));
 }
 
 int main(void)
@@ -515,6 +578,11 @@ int main(void)
 		cmocka_unit_test_setup(test_answers_that_match_no_call,
 				       setup),
 		cmocka_unit_test_setup(test_randomized_model, setup),
+		cmocka_unit_test_setup(test_randomized_model_deferred, setup),
+		cmocka_unit_test_setup(test_deferred_batch_waits_for_its_launch,
+				       setup),
+		cmocka_unit_test_setup(test_deferred_cancel_of_the_last_write,
+				       setup),
 	};
 
 	return cmocka_run_group_tests_name("rsvq", tests, NULL, NULL);

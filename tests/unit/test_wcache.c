@@ -191,6 +191,7 @@ struct fixture {
 	struct iotune_rsvq_range rsv[IOTUNE_RSVQ_RUNS];
 	bool rsv_done[IOTUNE_RSVQ_RUNS];	/* ... answered */
 	unsigned batches;	/* batches started */
+	bool auto_launch;	/* a batch starts as soon as it forms */
 	struct w w[MAX_OPS];
 	uint8_t model[DISK_MAX];
 	uint64_t model_size;
@@ -237,6 +238,7 @@ static int setup_async(void **state)
 	int ret = setup_all(state, 0, 2, true);
 
 	((struct fixture *)*state)->busy = true;
+	((struct fixture *)*state)->auto_launch = true;
 	return ret;
 }
 
@@ -311,6 +313,18 @@ static void op_finished(struct fixture *f, struct w *w)
 
 /* a batch's calls start: one batch on its way at a time */
 static void take_reservations(struct fixture *f,
+			      const struct iotune_rsvq_calls *calls);
+
+/* the batch that waits starts */
+static void launch(struct fixture *f)
+{
+	struct iotune_rsvq_calls calls;
+
+	iotune_wc_reserve_launch(&f->c, &calls);
+	take_reservations(f, &calls);
+}
+
+static void take_reservations(struct fixture *f,
 			      const struct iotune_rsvq_calls *calls)
 {
 	unsigned i;
@@ -345,7 +359,9 @@ static void apply(struct fixture *f, const struct iotune_wc_action *act)
 	}
 	f->dropped += act->dropped;
 	f->cannot_reserve |= act->cannot_reserve;
-	take_reservations(f, &act->reserve);
+	if (act->reserve_due && f->auto_launch) {
+		launch(f);
+	}
 	if (act->flush_io) {
 		unsigned i;
 
@@ -527,6 +543,10 @@ static void settle(struct fixture *f)
 		size_t i;
 
 		any = false;
+		if (iotune_wc_reserve_due(&f->c) > 0) {
+			launch(f);
+			any = true;
+		}
 		if (reserve_waiting(f) >= 0) {
 			do_reserves(f);
 			any = true;
@@ -1816,6 +1836,38 @@ static void test_async_writes_wait_for_their_batch(void **state)
 	assert_reserved_only_written(&f->disk);
 }
 
+/*
+ * A batch launched once the writes of the client have arrived reserves
+ * them all with one call; the writes wait until it is answered.
+ */
+static void test_async_launch_takes_the_writes_that_arrived(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w[4];
+	unsigned i;
+
+	f->auto_launch = false;
+	for (i = 0; i < 4; i++) {
+		w[i] = write_at(f, i * 4 * KIB, 4 * KIB, i);
+	}
+	assert_int_equal(iotune_wc_reserve_due(&f->c), 4);
+	assert_int_equal(f->batches, 0);
+	launch(f);
+	assert_int_equal(iotune_wc_reserve_due(&f->c), 0);
+	assert_int_equal(f->n_rsv, 1);
+	assert_int_equal(f->rsv[0].off, 0);
+	assert_int_equal(f->rsv[0].end, 16 * KIB);
+	assert_false(w[3]->done);
+	do_reserve_err(f, 0, 0);
+	for (i = 0; i < 4; i++) {
+		assert_done(w[i], 4 * KIB);
+	}
+	assert_int_equal(f->stats.reserve_calls, 1);
+	settle(f);
+	assert_closes_to_model(f);
+	assert_reserved_only_written(&f->disk);
+}
+
 /* a write alone in flight reserves inline: no batch, no wait */
 static void test_async_write_alone_reserves_inline(void **state)
 {
@@ -2021,8 +2073,11 @@ static void random_step(struct fixture *f, unsigned step, bool *lost)
 	}
 	if (f->c.p.reserve_async) {
 		f->busy = random() % 4 != 0;
+		f->auto_launch = random() % 2 == 0;
 	}
-	if (op < 20 && reserve_waiting(f) >= 0) {
+	if (op < 5 && iotune_wc_reserve_due(&f->c) > 0) {
+		launch(f);
+	} else if (op < 20 && reserve_waiting(f) >= 0) {
 		int r = reserve_waiting(f);
 
 		r += (int)((unsigned)random() % (f->n_rsv - (unsigned)r));
@@ -2171,6 +2226,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_async, \
 						teardown)
 		T(test_async_writes_wait_for_their_batch),
+		T(test_async_launch_takes_the_writes_that_arrived),
 		T(test_async_write_alone_reserves_inline),
 		T(test_async_no_space_writes_through),
 		T(test_async_cannot_reserve),
