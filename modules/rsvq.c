@@ -202,13 +202,17 @@ static bool batch_known(const struct iotune_rsvq *q,
  * them now would leave calls for bytes no waiting write covers, or a
  * rest whose runs no longer fit: a decided write may have bridged them.)
  */
+static void drop_gone(struct iotune_rsvq_batch *b);
+
 static void start_next(struct iotune_rsvq *q, struct iotune_rsvq_decided *out)
 {
 	struct iotune_rsvq_batch *n = &q->next;
 	unsigned int i;
 
 	q->flying = false;
+	drop_gone(n);
 	if (n->n_writes == 0) {
+		*n = (struct iotune_rsvq_batch) { 0 };
 		return;
 	}
 	if (q->disabled || batch_known(q, n)) {
@@ -286,6 +290,11 @@ bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
 	}
 	if (q->fly.epoch != q->epoch) {
 		/* the space changed meanwhile: what landed may be gone */
+		drop_gone(&q->fly);
+		if (q->fly.n_writes == 0) {
+			start_next(q, out);	/* every write of it left */
+			return true;
+		}
 		fly(q, &out->calls);
 		return true;
 	}
@@ -301,40 +310,79 @@ bool iotune_rsvq_done(struct iotune_rsvq *q, unsigned int run, int err,
  * too many), the batch stays as it was: the write's bytes are reserved
  * with it, and its verdict comes.
  */
-static bool batch_without(struct iotune_rsvq_batch *from, uint64_t id)
+/*
+ * Makes b again from the writes that stay in it: all but the write id
+ * (when id is not NULL; *found says whether it was there) and, with
+ * drop_gone, but the writes that left after its calls were made.  False
+ * when they do not fit in the calls a batch may make (a write that left
+ * had joined two runs): b stays as it was.
+ */
+static bool batch_rebuild(struct iotune_rsvq_batch *b, const uint64_t *id,
+			  bool drop_gone, bool *found)
 {
-	struct iotune_rsvq_batch b = { 0 };
-	bool found = false;
+	struct iotune_rsvq_batch k = { 0 };
 	unsigned int i;
 
-	for (i = 0; i < from->n_writes; i++) {
-		if (from->id[i] == id && !found) {
-			found = true;
+	*found = false;
+	for (i = 0; i < b->n_writes; i++) {
+		bool gone = (b->gone & (1u << i)) != 0;
+
+		if (id != NULL && !*found && b->id[i] == *id) {
+			*found = true;
 			continue;
 		}
-		if (!batch_add(&b, from->id[i], from->w[i].off,
-			       from->w[i].end)) {
+		if (gone && drop_gone) {
+			continue;
+		}
+		if (!batch_add(&k, b->id[i], b->w[i].off, b->w[i].end)) {
 			return false;
 		}
+		if (gone) {
+			k.gone |= 1u << (k.n_writes - 1);
+		}
 	}
-	if (found) {
-		b.epoch = from->epoch;
-		*from = b;
+	k.epoch = b->epoch;
+	*b = k;
+	return true;
+}
+
+/* the write id left, but b keeps it: a batch made again drops it */
+static void mark_gone(struct iotune_rsvq_batch *b, uint64_t id)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->n_writes; i++) {
+		if (b->id[i] == id) {
+			b->gone |= 1u << i;
+		}
 	}
-	return found;
+}
+
+/* the writes that left before its launch, or before it goes again */
+static void drop_gone(struct iotune_rsvq_batch *b)
+{
+	bool found;
+
+	(void)batch_rebuild(b, NULL, true, &found);
 }
 
 bool iotune_rsvq_cancel(struct iotune_rsvq *q, uint64_t id)
 {
 	struct iotune_rsvq_calls none;
+	bool found = false;
 
-	if (batch_without(&q->next, id)) {
-		return true;
-	}
-	if (!iotune_rsvq_due(q) || !batch_without(&q->fly, id)) {
+	if (!batch_rebuild(&q->next, &id, false, &found)) {
+		mark_gone(&q->next, id);
 		return false;
 	}
-	if (q->fly.n_writes == 0) {
+	if (found || !q->flying) {
+		return found;
+	}
+	if (q->started || !batch_rebuild(&q->fly, &id, false, &found)) {
+		mark_gone(&q->fly, id);
+		return false;
+	}
+	if (found && q->fly.n_writes == 0) {
 		/* nothing left to launch: the next batch takes its place */
 		q->flying = false;
 		if (q->next.n_writes > 0) {
@@ -343,7 +391,7 @@ bool iotune_rsvq_cancel(struct iotune_rsvq *q, uint64_t id)
 			fly(q, &none);
 		}
 	}
-	return true;
+	return found;
 }
 
 void iotune_rsvq_forget(struct iotune_rsvq *q)
@@ -356,12 +404,22 @@ bool iotune_rsvq_launch(struct iotune_rsvq *q,
 			struct iotune_rsvq_calls *calls)
 {
 	calls->n = 0;
-	if (!iotune_rsvq_due(q)) {
-		return false;
+	while (iotune_rsvq_due(q)) {
+		drop_gone(&q->fly);
+		if (q->fly.n_writes > 0) {
+			q->started = true;
+			batch_calls(&q->fly, calls);
+			return true;
+		}
+		/* every write of it left: the next one, if any */
+		q->flying = false;
+		if (q->next.n_writes > 0) {
+			q->fly = q->next;
+			q->next = (struct iotune_rsvq_batch) { 0 };
+			fly(q, calls);
+		}
 	}
-	q->started = true;
-	batch_calls(&q->fly, calls);
-	return true;
+	return false;
 }
 
 bool iotune_rsvq_due(const struct iotune_rsvq *q)

@@ -176,7 +176,8 @@ static void iotune_rsv_start(struct iotune_cache *cache, unsigned run,
 	}
 	*job = (struct iotune_rsv_job) {
 		.cache = cache, .run = run, .off = off, .len = len,
-		.fd = dup(fsp_get_io_fd(cache->files->fsp)),
+		.fd = fcntl(fsp_get_io_fd(cache->files->fsp),
+			    F_DUPFD_CLOEXEC, 0),
 	};
 	if (job->fd >= 0) {
 		subreq = pthreadpool_tevent_job_send(job, cache->proc->ev,
@@ -215,6 +216,10 @@ static void iotune_cache_reserve_launch(struct iotune_cache *cache)
 		} else {
 			iotune_rsv_inline(cache, i, off, len);
 		}
+	}
+	if (calls.n > 0 && !cache->share->wc_reserve_async) {
+		/* answered: the completions, and the release check */
+		iotune_cache_wake(cache);
 	}
 }
 

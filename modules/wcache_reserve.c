@@ -127,7 +127,9 @@ static void take_calls(struct iotune_wcache *c,
 		       struct iotune_wc_action *act)
 {
 	(void)calls;	/* n == 0: c->rq.deferred */
-	act->reserve_due = iotune_rsvq_due(&c->rq);
+	if (act != NULL) {
+		act->reserve_due = iotune_rsvq_due(&c->rq);
+	}
 }
 
 void iotune_wc_reserve_launch(struct iotune_wcache *c,
@@ -231,7 +233,8 @@ void iotune_wc_reserve_ask(struct iotune_wcache *c, struct iotune_wc_op *op,
 	take_calls(c, &calls, act);
 }
 
-/* the ops that found the next batch full ask again, in order */
+/* the ops that found the next batch full ask again, in order (act may
+ * be NULL) */
 static void ask_busy_again(struct iotune_wcache *c,
 			   struct iotune_wc_action *act)
 {
@@ -308,13 +311,22 @@ int iotune_wc_reserve_state(struct iotune_wcache *c, struct iotune_wc_op *op,
 	}
 }
 
-/* op leaves the queue: a batch that has not started need not reserve it */
+/*
+ * op leaves the queue: a batch that has not started need not reserve it,
+ * and the writes that found no room ask again (the caller sees a batch
+ * that forms from iotune_wc_reserve_due()).
+ */
 void iotune_wc_reserve_leave(struct iotune_wcache *c, struct iotune_wc_op *op)
 {
+	bool room = op->rsv == IOTUNE_WC_RSV_BUSY;
+
 	if (op->rsv == IOTUNE_WC_RSV_WAIT) {
-		(void)iotune_rsvq_cancel(&c->rq, op->rsv_id);
+		room = iotune_rsvq_cancel(&c->rq, op->rsv_id);
 	}
 	op->rsv = IOTUNE_WC_RSV_NONE;
+	if (room) {
+		ask_busy_again(c, NULL);
+	}
 }
 
 bool iotune_wc_reserving(const struct iotune_wcache *c)

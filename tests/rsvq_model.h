@@ -38,9 +38,12 @@ struct rsvq_model {
 	struct iotune_rsvq q;
 	bool reserved[RSVQ_MODEL_UNITS];
 	unsigned int waiting[RSVQ_MODEL_UNITS];	/* queued writes over it */
+	unsigned int kept[RSVQ_MODEL_UNITS];	/* writes over it that left
+						 * but stay in a batch */
 	uint64_t off[RSVQ_MODEL_WRITES + 1];
 	uint64_t end[RSVQ_MODEL_WRITES + 1];
-	int state[RSVQ_MODEL_WRITES + 1];	/* 0 new, 1 queued, 2 decided */
+	int state[RSVQ_MODEL_WRITES + 1];	/* 0 new, 1 queued, 2 decided,
+						 * 3 left, 4 left and decided */
 	struct iotune_rsvq_calls fly;
 	uint64_t fly_truncates[IOTUNE_RSVQ_RUNS];
 	bool answered[IOTUNE_RSVQ_RUNS];
@@ -51,7 +54,7 @@ struct rsvq_model {
 	bool deferred;		/* batches start at rsvq_model_launch() */
 	/* how often each path came up */
 	unsigned int cached, queued, busy, through, again, disables;
-	unsigned int launches;
+	unsigned int launches, cancels;
 };
 
 static void rsvq_model_reset(struct rsvq_model *m, bool deferred)
@@ -82,11 +85,16 @@ static void rsvq_model_decide(struct rsvq_model *m, uint64_t id,
 	uint64_t i;
 	uint64_t u;
 
-	RSVQ_MODEL_CHECK(id >= 1 && id <= m->n && m->state[id] != 2);
+	RSVQ_MODEL_CHECK(id >= 1 && id <= m->n && m->state[id] != 2 &&
+			 m->state[id] != 4);
+	if (m->state[id] == 3) {
+		m->state[id] = 4;	/* a verdict nobody waits for */
+		return;
+	}
 	for (i = 1; i < id && m->end[id] > m->off[id]; i++) {
 		/* (an empty write has no bytes to order) */
 		if (m->off[i] < m->end[id] && m->off[id] < m->end[i]) {
-			RSVQ_MODEL_CHECK(m->state[i] == 2);
+			RSVQ_MODEL_CHECK(m->state[i] >= 2);
 		}
 	}
 	RSVQ_MODEL_CHECK(v == IOTUNE_RSVQ_CACHE || v == IOTUNE_RSVQ_THROUGH);
@@ -131,7 +139,8 @@ static void rsvq_model_start(struct rsvq_model *m,
 		RSVQ_MODEL_CHECK(c->run[i].off < c->run[i].end);
 		for (u = c->run[i].off; u < c->run[i].end; u++) {
 			RSVQ_MODEL_CHECK(u < RSVQ_MODEL_UNITS &&
-					 m->waiting[u] > 0);
+					 (m->waiting[u] > 0 ||
+					  m->kept[u] > 0));
 		}
 		m->fly_truncates[i] = m->truncates;
 		m->answered[i] = false;
@@ -219,6 +228,28 @@ static void rsvq_model_launch(struct rsvq_model *m)
 	rsvq_model_start(m, &c);
 }
 
+/*
+ * The queued write id leaves (its request ended): out of a batch not
+ * started, its bytes are in no later call; a write the batches keep may
+ * be in one (kept).
+ */
+static void rsvq_model_cancel(struct rsvq_model *m, uint64_t id)
+{
+	uint64_t u;
+	bool left;
+
+	if (id < 1 || id >= m->head || m->state[id] != 1) {
+		return;
+	}
+	left = iotune_rsvq_cancel(&m->q, id);
+	m->cancels++;
+	m->state[id] = left ? 4 : 3;
+	for (u = m->off[id]; u < m->end[id]; u++) {
+		m->waiting[u]--;
+		m->kept[u] += left ? 0 : 1;
+	}
+}
+
 static void rsvq_model_truncate(struct rsvq_model *m)
 {
 	m->truncates++;
@@ -255,7 +286,7 @@ static void rsvq_model_drain(struct rsvq_model *m)
 	}
 	RSVQ_MODEL_CHECK(m->head > m->n && iotune_rsvq_idle(&m->q));
 	for (id = 1; id <= m->n; id++) {
-		RSVQ_MODEL_CHECK(m->state[id] == 2);
+		RSVQ_MODEL_CHECK(m->state[id] == 2 || m->state[id] >= 3);
 	}
 }
 

@@ -36,10 +36,13 @@
  *   on its way when it happened is made again when it is answered, as
  *   its calls may have landed before the change.
  * - cancel: a queued write that will not be written (its request
- *   ended) leaves the next batch, whose calls then cover only the other
- *   writes' bytes.  A write of the batch on its way cannot leave it (its
- *   calls are made), nor one whose leaving would split the next batch
- *   into more calls than it may make: their verdicts still come.
+ *   ended, it failed, it went to disk) leaves the next batch, whose calls
+ *   then cover only the other writes' bytes.  A write of the batch on
+ *   its way stays in it (its calls are made), and so does one whose
+ *   leaving would split the next batch into more calls than it may
+ *   make: their verdicts still come, but a batch made again (after a
+ *   forget) or launched later drops them first, so no call made after a
+ *   truncate reserves the bytes of a write that left.
  * - deferred (set after init): a batch that forms makes no calls yet;
  *   the writes that arrive meanwhile join it (while it has room and no
  *   write went to the next batch), and launch() makes its calls (the
@@ -74,6 +77,7 @@ struct iotune_rsvq_batch {
 	struct iotune_rsvq_range run[IOTUNE_RSVQ_RUNS];
 	int err[IOTUNE_RSVQ_RUNS];	/* each call's answer */
 	unsigned int answered;		/* bit per answered call */
+	unsigned int gone;		/* bit per write that left it */
 	uint64_t epoch;			/* of the file's space at its start */
 };
 

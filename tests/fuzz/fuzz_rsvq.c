@@ -40,7 +40,11 @@ static void step(uint8_t a, uint8_t b)
 		rsvq_model_truncate(&m);
 		break;
 	case 4:
-		rsvq_model_launch(&m);
+		if ((a & 0x80) != 0) {
+			rsvq_model_cancel(&m, m.head - 1 - b % 8);
+		} else {
+			rsvq_model_launch(&m);
+		}
 		break;
 	default:
 		rsvq_model_new_queue(&m);

@@ -2033,6 +2033,38 @@ static void test_async_full_batch_asks_again_in_order(void **state)
 	assert_closes_to_model(f);
 }
 
+/*
+ * Writes that found both batches full wait to ask again; when every write
+ * of the two batches leaves before the first starts, they ask at once
+ * (no answer would come to make them ask).
+ */
+static void test_async_busy_writes_ask_when_the_batches_empty(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w[2 * IOTUNE_RSVQ_WRITES];
+	struct w *late = NULL;
+	unsigned i;
+
+	f->auto_launch = false;
+	for (i = 0; i < 2 * IOTUNE_RSVQ_WRITES; i++) {
+		w[i] = write_at(f, i * KIB, KIB, i);
+	}
+	late = write_at(f, 64 * KIB, KIB, 99);
+	assert_int_equal(late->op.rsv, IOTUNE_WC_RSV_BUSY);
+	for (i = 0; i < 2 * IOTUNE_RSVQ_WRITES; i++) {
+		assert_true(iotune_wc_cancel(&f->c, &w[i]->op));
+	}
+	assert_int_equal(iotune_wc_reserve_due(&f->c), 1);
+	launch(f);
+	assert_int_equal(f->rsv[0].off, 64 * KIB);
+	do_reserve_err(f, 0, 0);
+	assert_done(late, KIB);
+	assert_int_equal(f->disk.reserves, 1);
+	settle(f);
+	assert_closes_to_model(f);
+	assert_reserved_only_written(&f->disk);
+}
+
 /* the cache ends with writes waiting for a batch: they fail, nothing
  * more is reserved */
 static void test_async_end_with_writes_waiting(void **state)
@@ -2235,6 +2267,7 @@ int main(void)
 		T(test_async_cancelled_write_is_not_reserved),
 		T(test_async_full_batch_asks_again_in_order),
 		T(test_async_end_with_writes_waiting),
+		T(test_async_busy_writes_ask_when_the_batches_empty),
 #undef T
 	};
 
