@@ -121,12 +121,12 @@ static struct iotune_wc_op *queued_op(const struct iotune_wcache *c,
 	return NULL;
 }
 
-/* a batch's calls start at a launch: they come from no other call */
-static void take_calls(struct iotune_wcache *c,
-		       const struct iotune_rsvq_calls *calls,
-		       struct iotune_wc_action *act)
+/*
+ * A batch may have formed: the caller hears it (act may be NULL).  Its
+ * calls start at a launch only (c->rq.deferred), never from a submit.
+ */
+static void note_due(struct iotune_wcache *c, struct iotune_wc_action *act)
 {
-	(void)calls;	/* n == 0: c->rq.deferred */
 	if (act != NULL) {
 		act->reserve_due = iotune_rsvq_due(&c->rq);
 	}
@@ -230,7 +230,7 @@ void iotune_wc_reserve_ask(struct iotune_wcache *c, struct iotune_wc_op *op,
 	v = iotune_rsvq_submit(&c->rq, op->rsv_id, op->off, op->off + op->n,
 			       &calls);
 	take_verdict(c, op, v);
-	take_calls(c, &calls, act);
+	note_due(c, act);
 }
 
 /* the ops that found the next batch full ask again, in order (act may
@@ -250,7 +250,7 @@ static void ask_busy_again(struct iotune_wcache *c,
 		v = iotune_rsvq_submit(&c->rq, op->rsv_id, op->off,
 				       op->off + op->n, &calls);
 		take_verdict(c, op, v);
-		take_calls(c, &calls, act);
+		note_due(c, act);
 		if (v == IOTUNE_RSVQ_BUSY) {
 			return;
 		}
@@ -281,10 +281,9 @@ void iotune_wc_reserve_done(struct iotune_wcache *c,
 			take_verdict(c, op, d.verdict[i]);
 		}
 	}
-	take_calls(c, &d.calls, act);
 	ask_busy_again(c, act);
 	iotune_wc_run(c, now_ms, act);
-	act->reserve_due = iotune_rsvq_due(&c->rq);
+	note_due(c, act);
 }
 
 /*
