@@ -89,7 +89,6 @@ static const struct part parts[] = {
 	{ "wc_caches_refused", PART_SCALAR, AT(wc.caches_refused) },
 	{ "wc_reserve_calls", PART_SCALAR, AT(wc.reserve_calls) },
 	{ "wc_reserve_full", PART_SCALAR, AT(wc.reserve_full) },
-	{ "wc_reserve_slow", PART_SCALAR, AT(wc.reserve_slow) },
 	{ "wc_writes_failed", PART_SCALAR, AT(wc.writes_failed) },
 	{ "wc_bytes_dropped", PART_SCALAR, AT(wc.bytes_dropped) },
 	{ "ra_prefetch_calls", PART_SCALAR, AT(ra.prefetch_calls) },

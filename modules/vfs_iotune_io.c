@@ -198,8 +198,6 @@ static void iotune_pwrite_to_cache(struct tevent_req *req, bool may_cache)
 		(state->share->wc_reserve_async ||
 		 iotune_cache_reserve_slow(state->share)) &&
 		iotune_smbd_client_waiting(state->fsp);
-	state->op.reserve_slow = iotune_cache_reserve_slow(state->share) &&
-				 (state->op.busy || state->op.client_waiting);
 	talloc_set_destructor(state, iotune_pwrite_state_destructor);
 	if (iotune_cache_submit(state->cache, &state->op)) {
 		iotune_pwrite_finish(req, state->op.ret, state->op.err);

@@ -427,14 +427,6 @@ static bool step_absorb(struct iotune_wcache *c, struct iotune_wc_op *op,
 		default:
 			return false;	/* reserve_done() runs it again */
 		}
-	} else if (op->reserve_slow &&
-		   iotune_wc_reserve_needed(c, op->off, op->off + op->n)) {
-		/* IOTUNE_WC_RESERVE_SLOW_US: written through, side by side */
-		if (step_to_disk(c, op, IOTUNE_FLUSH_BYPASS, act)) {
-			WC_COUNT(c, reserve_slow, 1);
-			return true;
-		}
-		return false;
 	}
 	while ((r = absorb(c, op, now_ms)) == ABSORB_NO) {
 		if (c->active.n_ext > 0) {
@@ -726,6 +718,5 @@ void iotune_wc_end(struct iotune_wcache *c, struct iotune_wc_action *act)
 		op_complete(c, c->queue, -1, EBADF, act);
 	}
 	/* a batch on its way is answered, and starts no other */
-	c->reserved_lo = 0;
-	c->reserved_hi = 0;
+	iotune_wc_reserve_end(c);
 }

@@ -70,8 +70,6 @@ bool iotune_wc_active_full(const struct iotune_wcache *c);
  * Reserves the bytes [off, end) of a write about to be absorbed: 0,
  * ENOSPC (no room: write it through) or EOPNOTSUPP (cannot reserve).
  */
-bool iotune_wc_reserve_needed(const struct iotune_wcache *c, uint64_t off,
-			      uint64_t end);
 int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
 			    uint64_t end);
 /* reserve_async: a write asks for its reservation as it arrives */
@@ -82,6 +80,8 @@ int iotune_wc_reserve_state(struct iotune_wcache *c, struct iotune_wc_op *op,
 			    struct iotune_wc_action *act);
 /* op leaves the queue (to disk, complete, to copy, cancelled) */
 void iotune_wc_reserve_leave(struct iotune_wcache *c, struct iotune_wc_op *op);
+/* the cache ends: nothing is known reserved any more */
+void iotune_wc_reserve_end(struct iotune_wcache *c);
 
 /* wcache_flush.c */
 /* a retry of failed data is being written */

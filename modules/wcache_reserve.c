@@ -56,8 +56,8 @@ static void remember_reserved(struct iotune_wcache *c, uint64_t off,
 }
 
 /* whether caching [off, end) would make a reservation call */
-bool iotune_wc_reserve_needed(const struct iotune_wcache *c, uint64_t off,
-			      uint64_t end)
+static bool reserve_needed(const struct iotune_wcache *c, uint64_t off,
+			   uint64_t end)
 {
 	return c->io->reserve != NULL && end > off &&
 	       !reserved_already(c, off, end);
@@ -68,7 +68,7 @@ int iotune_wc_reserve_write(struct iotune_wcache *c, uint64_t off,
 {
 	int ret;
 
-	if (!iotune_wc_reserve_needed(c, off, end)) {
+	if (!reserve_needed(c, off, end)) {
 		return 0;
 	}
 	WC_COUNT(c, reserve_calls, 1);
@@ -333,12 +333,17 @@ bool iotune_wc_reserving(const struct iotune_wcache *c)
 	return !iotune_rsvq_idle(&c->rq);
 }
 
+void iotune_wc_reserve_end(struct iotune_wcache *c)
+{
+	c->reserved_lo = 0;
+	c->reserved_hi = 0;
+}
+
 void iotune_wc_forget_reservations(struct iotune_wcache *c)
 {
 	struct iotune_wc_op *op = NULL;
 
-	c->reserved_lo = 0;
-	c->reserved_hi = 0;
+	iotune_wc_reserve_end(c);
 	iotune_rsvq_forget(&c->rq);
 	for (op = c->queue; op != NULL; op = op->next) {
 		if (op->rsv == IOTUNE_WC_RSV_OK) {

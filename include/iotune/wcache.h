@@ -104,8 +104,6 @@ struct iotune_wc_stats {
 	uint64_t caches_refused;
 	uint64_t reserve_calls;
 	uint64_t reserve_full;		/* no space: written through */
-	uint64_t reserve_slow;		/* pipelined, slow to reserve:
-					 * written through */
 	uint64_t writes_failed;		/* failed with a flush error */
 	uint64_t bytes_dropped;		/* could never be written */
 };
@@ -186,9 +184,6 @@ struct iotune_wc_op {
 				 * be read: with reserve_async, its
 				 * reservation goes in a batch, not
 				 * inline */
-	bool reserve_slow;	/* a reservation costs a round trip (at
-				 * least IOTUNE_WC_RESERVE_SLOW_US) and
-				 * other requests of the client wait */
 	uint64_t off;		/* write */
 	const void *data;
 	size_t n;
@@ -220,13 +215,9 @@ struct iotune_wc_params {
 /*
  * A reservation this slow costs a round trip to a server (GlusterFS, a
  * FUSE or network file system), as much as the write it would save.  The
- * adapter then makes the share's reservations in batches (reserve_async):
- * the writes a pipelining client sends share one.  Without batches, a
- * write with op->reserve_slow (other requests of the client wait) whose
- * bytes would need a reservation is not cached: it goes to disk like a
- * write of the bypass size, once no older cached data it overlaps is
- * left; a write alone in flight, and one into bytes already reserved,
- * is still cached.
+ * adapter then makes the share's reservations in batches (reserve_async,
+ * iotune_wc_reserve_in_batches()): the writes a pipelining client sends
+ * share one.
  */
 #define IOTUNE_WC_RESERVE_SLOW_US 50
 

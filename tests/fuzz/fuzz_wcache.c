@@ -283,7 +283,6 @@ static void check_read(uint64_t off, size_t n)
 
 /* what the next write says of its handle and of reservations */
 static bool op_busy;
-static bool op_reserve_slow;
 
 static void submit(enum iotune_wc_op_kind kind, uint64_t off, size_t n,
 		   uint8_t fill, int may_cache)
@@ -296,7 +295,7 @@ static void submit(enum iotune_wc_op_kind kind, uint64_t off, size_t n,
 	s->op = (struct iotune_wc_op) {
 		.kind = kind, .may_cache = may_cache, .off = off,
 		.data = s->buf, .n = n, .reason = IOTUNE_FLUSH_FSYNC,
-		.busy = op_busy, .reserve_slow = op_reserve_slow,
+		.busy = op_busy,
 		.private_data = s,
 	};
 	iotune_wc_submit(&c, &s->op, now, &act);
@@ -337,7 +336,6 @@ static void step(const uint8_t *d, int *lost)
 	case 0: case 1: case 2: case 3:
 		op_busy = (d[3] & 0x80) != 0;
 		launch_at_once = (d[1] & 0x80) != 0;
-		op_reserve_slow = (d[2] & 0x40) != 0 && op_busy;
 		submit(IOTUNE_WC_OP_WRITE, off, n, d[0] ^ d[3], !*lost);
 		break;
 	case 4:

@@ -186,7 +186,6 @@ struct fixture {
 	uint64_t dropped;
 	bool cannot_reserve;
 	bool busy;		/* writes say other requests are in flight */
-	bool reserve_slow;	/* writes say a reservation is a round trip */
 	unsigned n_rsv;		/* reserve_async: the calls of a batch */
 	struct iotune_rsvq_range rsv[IOTUNE_RSVQ_RUNS];
 	bool rsv_done[IOTUNE_RSVQ_RUNS];	/* ... answered */
@@ -412,7 +411,7 @@ static struct w *new_write(struct fixture *f, uint64_t off, size_t n,
 	fill(w->buf, n, seed);
 	w->op = (struct iotune_wc_op) {
 		.kind = IOTUNE_WC_OP_WRITE, .may_cache = may_cache,
-		.busy = f->busy, .reserve_slow = f->reserve_slow,
+		.busy = f->busy,
 		.off = off, .data = w->buf, .n = n, .private_data = w,
 	};
 	return w;
@@ -1109,65 +1108,8 @@ static void test_rewrite_of_reserved_bytes_makes_no_call(void **state)
 	assert_closes_to_model(f);
 }
 
-/*
- * Where a reservation costs a round trip, a pipelined write that would
- * need one goes to disk; one alone in flight, or one into bytes already
- * reserved, is cached as before.
- */
-static void test_slow_reservation_sends_pipelined_writes_to_disk(
-	void **state)
-{
-	struct fixture *f = *state;
-	struct w *w = NULL;
-
-	w = write_at(f, 0, 4 * KIB, 1);		/* alone: cached */
-	assert_done(w, 4 * KIB);
-	assert_int_equal(f->disk.reserves, 1);
-	f->reserve_slow = true;			/* others wait */
-	w = write_at(f, 1 * KIB, 2 * KIB, 2);	/* reserved already: cached */
-	assert_done(w, 2 * KIB);
-	assert_int_equal(f->disk.reserves, 1);
-	w = write_at(f, 4 * KIB, 4 * KIB, 3);	/* pipelined, new bytes */
-	assert_true(w->on_disk);
-	assert_int_equal(f->disk.reserves, 1);
-	assert_int_equal(f->stats.reserve_slow, 1);
-	assert_int_equal(f->stats.writes_cached, 2);
-	do_disk(f, w);
-	assert_done(w, 4 * KIB);
-	f->reserve_slow = false;
-	w = write_at(f, 8 * KIB, 4 * KIB, 4);	/* alone again: cached */
-	assert_done(w, 4 * KIB);
-	assert_int_equal(f->disk.reserves, 2);
-	assert_int_equal(f->stats.reserve_slow, 1);
-	settle(f);
-	assert_closes_to_model(f);
-}
-
-/* ... not before the older cached data it overlaps is on disk */
-static void test_slow_reservation_write_waits_for_older_data(void **state)
-{
-	struct fixture *f = *state;
-	struct w *w = NULL;
-
-	write_at(f, 0, 4 * KIB, 1);		/* cached */
-	iotune_wc_forget_reservations(&f->c);	/* as after a truncate */
-	f->reserve_slow = true;
-	w = write_at(f, 2 * KIB, 4 * KIB, 2);	/* over the cached bytes */
-	assert_false(w->on_disk);
-	assert_int_equal(w->op.state, IOTUNE_WC_OP_QUEUED);
-	assert_int_equal(f->piece, 1);		/* the older data first */
-	assert_int_equal(f->disk.writes, 0);
-	do_piece(f);
-	assert_true(w->on_disk);
-	do_disk(f, w);
-	assert_done(w, 4 * KIB);
-	assert_int_equal(f->stats.reserve_slow, 1);
-	settle(f);
-	assert_closes_to_model(f);
-}
-
-/* Without a slow reservation, writes with others in flight are cached */
-static void test_fast_reservation_caches_pipelined_writes(void **state)
+/* Writes with others in flight are cached, one reservation each */
+static void test_pipelined_writes_are_cached(void **state)
 {
 	struct fixture *f = *state;
 	struct w *w = NULL;
@@ -1179,7 +1121,7 @@ static void test_fast_reservation_caches_pipelined_writes(void **state)
 		assert_done(w, 4 * KIB);
 	}
 	assert_int_equal(f->stats.writes_cached, 8);
-	assert_int_equal(f->stats.reserve_slow, 0);
+	assert_int_equal(f->disk.reserves, 8);
 	settle(f);
 	assert_closes_to_model(f);
 }
@@ -2218,9 +2160,7 @@ int main(void)
 		T(test_holes_stay_holes),
 		T(test_reservation_moves_the_end_of_file),
 		T(test_rewrite_of_reserved_bytes_makes_no_call),
-		T(test_slow_reservation_sends_pipelined_writes_to_disk),
-		T(test_slow_reservation_write_waits_for_older_data),
-		T(test_fast_reservation_caches_pipelined_writes),
+		T(test_pipelined_writes_are_cached),
 		T(test_allocation_change_forgets_reservations),
 		T(test_no_space_writes_through_after_older_data),
 		T(test_file_system_that_cannot_reserve),
