@@ -255,15 +255,50 @@ def floor_section(wm, md):
     md.append('')
 
 
+# where a reservation is a round trip (IOTUNE_WC_RESERVE_SLOW_US): the
+# share's caches reserve in batches
+SLOW_RESERVATION_US = 50
+
+
+def round_trip_us(wm, backend):
+    """what one reservation adds to a cached 4 KiB write with one in
+    flight, in this run: the cached write less the same with free
+    reservations (the floor rows)"""
+    for r in wm.get('floor', []):
+        if r['backend'] == backend and 'free_us' in r:
+            return r['iotune_us'] - r['free_us']
+    return 0
+
+
+def one_trip_per_depth(r, size, trip_us):
+    """The bound of exact reservations: with d writes in flight the client
+    sends no more before one of them is answered, and none is answered
+    before its bytes are reserved, so every d writes wait for a
+    reservation's round trip at least once: d writes take at least the
+    time they take with free reservations plus one round trip.  As a
+    fraction of 1M writes without the cache."""
+    block = {'16K': 16 * 1024, '64K': 64 * 1024}[size]
+    moved = r['depth'] * block
+    free_s = moved / (r['free reservations ' + size] * 1e6)
+    return moved / (free_s + trip_us / 1e6) / 1e6 / r['1M without']
+
+
 def coalescing_rows(wm):
     """cached 16K and 64K writes / 1M writes without the cache, same
-    depth; the bound: the same with reservations that cost nothing"""
+    depth; the bounds: the same with reservations that cost nothing,
+    and where a reservation is a round trip, one per depth's writes"""
     rows = []
     for r in wm.get('coalescing', []):
+        trip = round_trip_us(wm, r['backend'])
         for size in ('16K', '64K'):
             got = r['cached ' + size] / r['1M without']
             free = r['free reservations ' + size] / r['1M without']
             detail = 'with reservations that cost nothing: %.2f' % free
+            if trip >= SLOW_RESERVATION_US:
+                detail += ('; with one reservation round trip (%.0f us) '
+                           'per %d writes: %.2f' % (
+                               trip, r['depth'],
+                               one_trip_per_depth(r, size, trip)))
             if 'null ' + size in r:
                 detail += '; writes that write nothing: %.2f' % (
                     r['null ' + size] / r['1M without'])
@@ -358,7 +393,12 @@ def goals_section(wm, insn, md, again=None):
            'same cached writes on a share where `iotune_fault` answers '
            'every `fallocate` at once, what the cache would reach if the '
            'reservation each cached write makes before it is '
-           'acknowledged cost nothing.  Round trip: with one write in '
+           'acknowledged cost nothing.  Where a reservation is a round '
+           'trip (GlusterFS), also the most exact reservations allow: '
+           'each write is in flight at least one reservation longer '
+           'than with free ones (the 4 KiB x1 cells give how long), so '
+           'with d in flight, d writes take at least that round trip '
+           'more (Little\'s law).  Round trip: with one write in '
            'flight a write cannot be answered faster than an SMB2 ECHO '
            'on the same connection, so ECHO / cached write is the '
            'fraction of that bound reached.', '',

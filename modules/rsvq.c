@@ -1,8 +1,9 @@
 /*
- * iotune - the write cache's reservations made in batches, off the main
- * thread: which writes wait, which calls a batch makes, and what its
- * answers decide (pure core, no Samba).  The rules are in
- * include/iotune/rsvq.h; not used by the adapter yet.
+ * iotune - the write cache's reservations made in batches: which writes
+ * wait, which calls a batch makes, what its answers decide, and when a
+ * deferred batch starts (pure core, no Samba).  The rules are in
+ * include/iotune/rsvq.h; modules/wcache_reserve.c is the write cache's
+ * glue, modules/vfs_iotune_reserve.c makes the calls.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -420,6 +421,27 @@ bool iotune_rsvq_launch(struct iotune_rsvq *q,
 		}
 	}
 	return false;
+}
+
+enum iotune_rsvq_go iotune_rsvq_pace(struct iotune_rsvq_pace *p,
+				     unsigned int due, bool more_waiting,
+				     uint64_t waited_us, uint64_t wait_us,
+				     uint64_t max_wait_us,
+				     uint64_t *after_us)
+{
+	*after_us = 0;
+	if (due < IOTUNE_RSVQ_WRITES) {
+		if (more_waiting && waited_us < max_wait_us) {
+			return IOTUNE_RSVQ_WAIT;
+		}
+		wait_us = MIN(wait_us, max_wait_us);
+		if (!more_waiting && due < p->want && waited_us < wait_us) {
+			*after_us = wait_us - waited_us;
+			return IOTUNE_RSVQ_WAIT_TIMER;
+		}
+	}
+	p->want = due;
+	return IOTUNE_RSVQ_GO;
 }
 
 bool iotune_rsvq_due(const struct iotune_rsvq *q)

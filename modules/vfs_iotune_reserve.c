@@ -8,10 +8,12 @@
  *   write where reservations are cheap, and for the batches of shares
  *   where one is a round trip; its cost says which shares those are
  *   (IOTUNE_WC_RESERVE_SLOW_US).
- * - When a batch starts: once no more requests of the client wait in
- *   its sockets (their writes join the batch), checked again before
- *   every loop iteration (iotune_caches_check()), or when it is full or
- *   waited IOTUNE_RSV_WAIT_US.
+ * - When a batch starts (the core's iotune_rsvq_pace()): once no more
+ *   requests of the client wait in its sockets (their writes join the
+ *   batch), checked again before every loop iteration
+ *   (iotune_caches_check()), and as many writes joined as the batch
+ *   launched last held or a reservation's cost went by (a timer);
+ *   at once when it is full, at the latest after IOTUNE_RSV_WAIT_US.
  * - With "write cache batch reservations = yes" (nothing below iotune):
  *   each call of a batch is a fallocate(2) in smbd's thread pool, on a
  *   dup() of the file's descriptor (a handle may close while the call
@@ -224,34 +226,64 @@ static void iotune_cache_reserve_launch(struct iotune_cache *cache)
 }
 
 /*
- * How long a batch may wait for the client's next writes; a batch that
- * is full starts at once.
+ * How long a batch may wait for the client's requests waiting to be
+ * read; a batch that is full starts at once.
  */
 #define IOTUNE_RSV_WAIT_US 2000
 
+static void iotune_rsv_timer_fn(struct tevent_context *ev,
+				struct tevent_timer *te,
+				struct timeval now,
+				void *private_data)
+{
+	struct iotune_cache *cache = private_data;
+
+	cache->reserve_timer = NULL;
+	iotune_cache_reserve_due(cache);
+}
+
 /*
- * A batch of reservations formed (act->reserve_due).  It starts once no
- * more requests of the client wait in its sockets: the writes among them
- * join it.  smbd reads one request per loop iteration, and
- * iotune_caches_check() calls this again before each.
+ * A batch of reservations formed (act->reserve_due).  When it starts is
+ * the core's rule (iotune_wc_reserve_pace()): once no more requests of the
+ * client wait in its sockets (their writes join it; smbd reads one
+ * request per loop iteration, and iotune_caches_check() calls this
+ * again before each), and once as many writes joined as the batch
+ * launched last held, or a call's cost after it formed: the
+ * client sends its next writes one by one as the last batch's answers
+ * reach it, and each batch launched early costs the others a call.
  */
 void iotune_cache_reserve_due(struct iotune_cache *cache)
 {
 	unsigned due = iotune_wc_reserve_due(&cache->wc);
 	uint64_t now = 0;
+	uint64_t after = 0;
+	enum iotune_rsvq_go go;
 
 	if (due == 0 || cache->files == NULL) {
 		cache->reserve_due_us = 0;
+		TALLOC_FREE(cache->reserve_timer);
 		return;
 	}
 	now = iotune_now_us();
 	if (cache->reserve_due_us == 0) {
 		cache->reserve_due_us = now;
 	}
-	if (due < IOTUNE_RSVQ_WRITES &&
-	    now - cache->reserve_due_us < IOTUNE_RSV_WAIT_US &&
-	    iotune_smbd_client_waiting(cache->files->fsp)) {
+	go = iotune_wc_reserve_pace(
+		&cache->wc, iotune_smbd_client_waiting(cache->files->fsp),
+		now - cache->reserve_due_us, cache->share->reserve_cost_us,
+		IOTUNE_RSV_WAIT_US, &after);
+	if (go == IOTUNE_RSVQ_WAIT) {
 		return;
+	}
+	TALLOC_FREE(cache->reserve_timer);
+	if (go == IOTUNE_RSVQ_WAIT_TIMER) {
+		cache->reserve_timer = tevent_add_timer(
+			cache->proc->ev, cache,
+			tevent_timeval_current_ofs(0, after),
+			iotune_rsv_timer_fn, cache);
+		if (cache->reserve_timer != NULL) {
+			return;
+		}
 	}
 	cache->reserve_due_us = 0;
 	iotune_cache_reserve_launch(cache);
@@ -279,6 +311,7 @@ void iotune_cache_reserve_end(struct iotune_cache *cache)
 {
 	struct iotune_rsv_job *job = NULL;
 
+	TALLOC_FREE(cache->reserve_timer);
 	while ((job = cache->reserves) != NULL) {
 		while (!__atomic_load_n(&job->called, __ATOMIC_ACQUIRE)) {
 			sched_yield();

@@ -145,6 +145,18 @@ void iotune_wc_reserve_in_batches(struct iotune_wcache *c)
 	c->p.reserve_async = true;
 }
 
+enum iotune_rsvq_go iotune_wc_reserve_pace(struct iotune_wcache *c,
+					   bool more_waiting,
+					   uint64_t waited_us,
+					   uint64_t wait_us,
+					   uint64_t max_wait_us,
+					   uint64_t *after_us)
+{
+	return iotune_rsvq_pace(&c->rq.pace, iotune_rsvq_due_writes(&c->rq),
+				more_waiting, waited_us, wait_us,
+				max_wait_us, after_us);
+}
+
 unsigned iotune_wc_reserve_due(const struct iotune_wcache *c)
 {
 	return iotune_rsvq_due_writes(&c->rq);
@@ -222,8 +234,12 @@ void iotune_wc_reserve_ask(struct iotune_wcache *c, struct iotune_wc_op *op,
 		op->rsv = IOTUNE_WC_RSV_OK;
 		return;
 	}
-	if (!op->busy && !op->client_waiting && iotune_rsvq_idle(&c->rq)) {
-		/* alone in flight: an inline call answers soonest */
+	if (!op->busy && !op->client_waiting && iotune_rsvq_idle(&c->rq) &&
+	    c->rq.pace.want <= 1) {
+		/*
+		 * alone in flight, from a client that sent no several at
+		 * once last time: an inline call answers soonest
+		 */
 		reserve_inline(c, op, act);
 		return;
 	}

@@ -49,6 +49,18 @@
  *   caller launches once the writes it expects have arrived).  Until
  *   then, due() says a batch waits, and done() has no call to answer.
  *   A cancel may take a write out of a batch not launched.
+ * - pace (deferred): when the caller launches the batch that waits.  A
+ *   client that keeps n writes in flight sends its next ones as the
+ *   answers of the last batch reach it, one after the other; a batch
+ *   launched with the first of them leaves the others a call of their
+ *   own.  So a batch waits while more requests of the client wait to be
+ *   read (at most max_wait_us), and for as many writes as the batch
+ *   launched last held (want), at most wait_us (what a call costs: a
+ *   wait in vain costs no more than the call a wait that pays saves);
+ *   a full batch never waits.  Every launch sets want to the writes it
+ *   holds: a wait in vain teaches the client's smaller depth at once.
+ *   While want is above one, a write that arrives alone is queued too
+ *   (the write cache's rule): the others follow.
  * - Nothing is ever given back: only bytes of writes are reserved.
  *
  * Copyright (C) iotune authors 2026
@@ -81,6 +93,11 @@ struct iotune_rsvq_batch {
 	uint64_t epoch;			/* of the file's space at its start */
 };
 
+/* when a deferred batch starts (see pace above) */
+struct iotune_rsvq_pace {
+	unsigned int want;	/* writes the batch launched last held */
+};
+
 struct iotune_rsvq {
 	bool deferred;			/* batches start at launch() */
 	bool flying;			/* fly is formed (on its way once
@@ -91,6 +108,7 @@ struct iotune_rsvq {
 	struct iotune_rsvq_range known;	/* reserved, known */
 	struct iotune_rsvq_batch fly;
 	struct iotune_rsvq_batch next;	/* non-empty only while flying */
+	struct iotune_rsvq_pace pace;	/* deferred: the caller's pace */
 };
 
 enum iotune_rsvq_verdict {
@@ -148,6 +166,24 @@ bool iotune_rsvq_due(const struct iotune_rsvq *q);
 
 /* ... and how many writes it holds (0: none waits) */
 unsigned int iotune_rsvq_due_writes(const struct iotune_rsvq *q);
+
+enum iotune_rsvq_go {
+	IOTUNE_RSVQ_GO,		/* launch it now */
+	IOTUNE_RSVQ_WAIT,	/* requests wait to be read: ask again
+				 * before the next loop iteration */
+	IOTUNE_RSVQ_WAIT_TIMER,	/* ask again when the next request
+				 * arrives, at the latest in *after_us */
+};
+
+/*
+ * due writes wait in the batch, since waited_us; more_waiting: requests
+ * of the client wait to be read.  GO records due as the new want.
+ */
+enum iotune_rsvq_go iotune_rsvq_pace(struct iotune_rsvq_pace *p,
+				     unsigned int due, bool more_waiting,
+				     uint64_t waited_us, uint64_t wait_us,
+				     uint64_t max_wait_us,
+				     uint64_t *after_us);
 
 /* no batch on its way and no write queued */
 bool iotune_rsvq_idle(const struct iotune_rsvq *q);

@@ -183,7 +183,8 @@ struct iotune_wc_op {
 	bool client_waiting;	/* more requests of the client wait to
 				 * be read: with reserve_async, its
 				 * reservation goes in a batch, not
-				 * inline */
+				 * inline (as when the last batch
+				 * held several writes) */
 	uint64_t off;		/* write */
 	const void *data;
 	size_t n;
@@ -430,6 +431,20 @@ void iotune_wc_reserve_launch(struct iotune_wcache *c,
 
 /* From now on, reservations go in batches (params.reserve_async) */
 void iotune_wc_reserve_in_batches(struct iotune_wcache *c);
+
+/*
+ * reserve_async: whether the batch that waits starts now (GO: launch it)
+ * or waits for more writes (iotune_rsvq_pace() in include/iotune/rsvq.h:
+ * more_waiting, the client's requests wait to be read; waited_us since
+ * the batch formed; wait_us, how long a batch may wait for the writes the
+ * last one held; max_wait_us, for requests to be read).
+ */
+enum iotune_rsvq_go iotune_wc_reserve_pace(struct iotune_wcache *c,
+					   bool more_waiting,
+					   uint64_t waited_us,
+					   uint64_t wait_us,
+					   uint64_t max_wait_us,
+					   uint64_t *after_us);
 
 /* reserve_async: writes in the batch that waits for its launch (0: none) */
 unsigned iotune_wc_reserve_due(const struct iotune_wcache *c);

@@ -204,6 +204,21 @@ static void do_reserve(unsigned i, int full)
 	apply(&act);
 }
 
+/*
+ * the adapter's way: the core's pace says when (a launch sets how many
+ * writes the next batch waits for, and while that is more than one a
+ * write that arrives alone is queued too)
+ */
+static void pace_and_launch(bool more_waiting, bool waited)
+{
+	uint64_t after = 0;
+
+	if (iotune_wc_reserve_pace(&c, more_waiting, waited ? 100 : 0, 100,
+				   2000, &after) == IOTUNE_RSVQ_GO) {
+		launch();
+	}
+}
+
 static void settle(void)
 {
 	int any = 1;
@@ -342,7 +357,7 @@ static void step(const uint8_t *d, int *lost)
 		if (piece && !(c.p.reserve_async && (d[2] & 1))) {
 			do_piece((d[3] >> 1) % piece, d[3] & 1);
 		} else if (d[3] & 0x40) {
-			launch();
+			pace_and_launch((d[2] & 2) != 0, (d[2] & 4) != 0);
 		} else if (rsv.n > 0) {
 			do_reserve(d[3] % rsv.n, (d[3] & 0x30) == 0x30);
 		}

@@ -36,8 +36,9 @@ def smbd(request, volume):
         'gl_iotune': volume.share(
             'iotune glusterfs',
             **{'iotune:write cache flush timeout': '60s'}),
-        # a share of its own: no other test's counters
+        # shares of their own: no other test's counters
         'gl_pipelined': volume.share('iotune glusterfs'),
+        'gl_paced': volume.share('iotune glusterfs'),
     })
 
 
@@ -106,6 +107,30 @@ def test_pipelined_writes_share_slow_reservations(volume, smbd):
     assert cached > 4096 * 3 // 4
     assert reservations < cached // 2
     assert calls < 4096 // 4
+
+
+def test_batches_wait_for_the_client_s_next_writes(volume, smbd):
+    """With 4 writes in flight the client sends its next writes one by
+    one, as the answers of the last batch reach it: the first arrives
+    alone, and a batch that started with it would leave the other three
+    a round trip of their own (about 2.5 writes per call).  A batch waits
+    for as many writes as the last one held, at most a reservation's
+    cost: nearly 4 writes share a call."""
+    before = harness.iotune_counters(smbd, 'gl_paced')
+    pump_to_brick(volume, smbd, 'gl_paced', 'paced.bin', 4)
+
+    def delta(counters, name):
+        return counters.get(name, 0) - before.get(name, 0)
+
+    after = harness.iotune_counters_until(
+        smbd, 'gl_paced', lambda c: delta(c, 'wc_writes_total') >= 4096)
+    cached = delta(after, 'wc_writes_cached')
+    calls = delta(after, 'wc_reserve_calls')
+    print('4 in flight: %d of 4096 writes cached with %d reservation '
+          'calls (%.2f writes a call)' % (cached, calls,
+                                         cached / max(calls, 1)))
+    assert cached > 4096 * 3 // 4
+    assert cached >= 3.2 * calls
 
 
 @pytest.mark.parametrize('oplock', ['batch', 'lease'])

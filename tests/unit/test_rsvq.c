@@ -580,6 +580,102 @@ static void test_deferred_cancel_of_the_last_write(void **state)
 	assert_false(iotune_rsvq_launch(&q, &calls));
 }
 
+/*
+ * pace: a batch waits for the requests that wait to be read, at most
+ * max_wait_us (here 2000), then for as many writes as the batch launched
+ * last held, at most wait_us (here 100) after it formed.
+ */
+static enum iotune_rsvq_go pace(struct iotune_rsvq_pace *p, unsigned due,
+				bool more, uint64_t waited, uint64_t *after)
+{
+	return iotune_rsvq_pace(p, due, more, waited, 100, 2000, after);
+}
+
+static void test_pace_first_batch_goes_when_nothing_waits(void **state)
+{
+	struct iotune_rsvq_pace p = { 0 };
+	uint64_t after = 7;
+
+	assert_int_equal(pace(&p, 1, false, 0, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(after, 0);
+	assert_int_equal(p.want, 1);
+}
+
+static void test_pace_waits_for_requests_to_be_read(void **state)
+{
+	struct iotune_rsvq_pace p = { 0 };
+	uint64_t after = 0;
+
+	assert_int_equal(pace(&p, 1, true, 0, &after), IOTUNE_RSVQ_WAIT);
+	assert_int_equal(pace(&p, 3, true, 1999, &after), IOTUNE_RSVQ_WAIT);
+	assert_int_equal(p.want, 0);
+	/* the longest wait is over, even with more to read */
+	assert_int_equal(pace(&p, 4, true, 2000, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(p.want, 4);
+}
+
+static void test_pace_waits_for_as_many_as_last_time(void **state)
+{
+	struct iotune_rsvq_pace p = { .want = 4 };
+	uint64_t after = 0;
+
+	assert_int_equal(pace(&p, 1, false, 0, &after),
+			 IOTUNE_RSVQ_WAIT_TIMER);
+	assert_int_equal(after, 100);
+	assert_int_equal(pace(&p, 3, false, 40, &after),
+			 IOTUNE_RSVQ_WAIT_TIMER);
+	assert_int_equal(after, 60);
+	assert_int_equal(p.want, 4);
+	/* the fourth arrived: no need to wait longer */
+	assert_int_equal(pace(&p, 4, false, 70, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(after, 0);
+	assert_int_equal(p.want, 4);
+}
+
+static void test_pace_learns_more_and_fewer(void **state)
+{
+	struct iotune_rsvq_pace p = { .want = 2 };
+	uint64_t after = 0;
+
+	/* more came than last time: the next batch waits for them all */
+	assert_int_equal(pace(&p, 5, false, 10, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(p.want, 5);
+	/* a wait in vain: the client keeps fewer in flight now */
+	assert_int_equal(pace(&p, 2, false, 100, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(p.want, 2);
+	assert_int_equal(pace(&p, 2, false, 0, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(p.want, 2);
+}
+
+static void test_pace_full_batch_never_waits(void **state)
+{
+	struct iotune_rsvq_pace p = { .want = IOTUNE_RSVQ_WRITES };
+	uint64_t after = 0;
+
+	assert_int_equal(pace(&p, IOTUNE_RSVQ_WRITES, true, 0, &after),
+			 IOTUNE_RSVQ_GO);
+	assert_int_equal(p.want, IOTUNE_RSVQ_WRITES);
+}
+
+static void test_pace_wait_is_bounded_by_the_longest(void **state)
+{
+	struct iotune_rsvq_pace p = { .want = 8 };
+	uint64_t after = 0;
+
+	/* a call dearer than the longest wait: the longest wait bounds it */
+	assert_int_equal(iotune_rsvq_pace(&p, 1, false, 500, 5000, 2000,
+					  &after),
+			 IOTUNE_RSVQ_WAIT_TIMER);
+	assert_int_equal(after, 1500);
+	assert_int_equal(iotune_rsvq_pace(&p, 1, false, 2000, 5000, 2000,
+					  &after),
+			 IOTUNE_RSVQ_GO);
+	/* no wait where a call costs nothing */
+	p.want = 8;
+	assert_int_equal(iotune_rsvq_pace(&p, 1, false, 0, 0, 2000, &after),
+			 IOTUNE_RSVQ_GO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -617,6 +713,12 @@ int main(void)
 				       setup),
 		cmocka_unit_test_setup(
 			test_a_write_that_left_is_not_reserved_again, setup),
+		cmocka_unit_test(test_pace_first_batch_goes_when_nothing_waits),
+		cmocka_unit_test(test_pace_waits_for_requests_to_be_read),
+		cmocka_unit_test(test_pace_waits_for_as_many_as_last_time),
+		cmocka_unit_test(test_pace_learns_more_and_fewer),
+		cmocka_unit_test(test_pace_full_batch_never_waits),
+		cmocka_unit_test(test_pace_wait_is_bounded_by_the_longest),
 	};
 
 	return cmocka_run_group_tests_name("rsvq", tests, NULL, NULL);

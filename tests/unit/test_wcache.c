@@ -1810,6 +1810,57 @@ static void test_async_launch_takes_the_writes_that_arrived(void **state)
 	assert_reserved_only_written(&f->disk);
 }
 
+/*
+ * The pace of batches: after a batch of four, a write that arrives alone
+ * (the others of the client are on their way) waits in a batch for
+ * them, at most the time given; a wait in vain makes the next write
+ * alone reserve inline again.
+ */
+static void test_async_pace_waits_for_the_client_s_next_writes(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w[6];
+	uint64_t after = 0;
+	unsigned i;
+
+	f->auto_launch = false;
+	for (i = 0; i < 4; i++) {
+		w[i] = write_at(f, i * 4 * KIB, 4 * KIB, i);
+	}
+	assert_int_equal(iotune_wc_reserve_pace(&f->c, true, 0, 100, 2000,
+						&after), IOTUNE_RSVQ_WAIT);
+	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 10, 100, 2000,
+						&after), IOTUNE_RSVQ_GO);
+	launch(f);
+	do_reserve_err(f, 0, 0);
+	for (i = 0; i < 4; i++) {
+		assert_done(w[i], 4 * KIB);
+	}
+	/* alone, but the client sent four last time: a batch waits */
+	f->busy = false;
+	w[4] = write_at(f, 16 * KIB, 4 * KIB, 4);
+	assert_false(w[4]->done);
+	assert_int_equal(iotune_wc_reserve_due(&f->c), 1);
+	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 0, 100, 2000,
+						&after), IOTUNE_RSVQ_WAIT_TIMER);
+	assert_int_equal(after, 100);
+	/* nobody came: it goes, and the next write alone goes inline */
+	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 100, 100, 2000,
+						&after), IOTUNE_RSVQ_GO);
+	launch(f);
+	assert_int_equal(f->n_rsv, 1);
+	assert_int_equal(f->rsv[0].off, 16 * KIB);
+	do_reserve_err(f, 0, 0);
+	assert_done(w[4], 4 * KIB);
+	w[5] = write_at(f, 20 * KIB, 4 * KIB, 5);
+	assert_done(w[5], 4 * KIB);
+	assert_int_equal(iotune_wc_reserve_due(&f->c), 0);
+	assert_int_equal(f->stats.reserve_calls, 3);
+	settle(f);
+	assert_closes_to_model(f);
+	assert_reserved_only_written(&f->disk);
+}
+
 /* a write alone in flight reserves inline: no batch, no wait */
 static void test_async_write_alone_reserves_inline(void **state)
 {
@@ -2200,6 +2251,7 @@ int main(void)
 		T(test_async_writes_wait_for_their_batch),
 		T(test_async_launch_takes_the_writes_that_arrived),
 		T(test_async_write_alone_reserves_inline),
+		T(test_async_pace_waits_for_the_client_s_next_writes),
 		T(test_async_no_space_writes_through),
 		T(test_async_cannot_reserve),
 		T(test_async_forget_asks_again),
