@@ -1842,7 +1842,8 @@ static void test_async_pace_waits_for_the_client_s_next_writes(void **state)
 	assert_false(w[4]->done);
 	assert_int_equal(iotune_wc_reserve_due(&f->c), 1);
 	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 0, 100, 2000,
-						&after), IOTUNE_RSVQ_WAIT_TIMER);
+						&after),
+			 IOTUNE_RSVQ_WAIT_TIMER);
 	assert_int_equal(after, 100);
 	/* nobody came: it goes, and the next write alone goes inline */
 	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 100, 100, 2000,
