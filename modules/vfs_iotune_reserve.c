@@ -275,6 +275,10 @@ void iotune_cache_reserve_due(struct iotune_cache *cache)
 	if (go == IOTUNE_RSVQ_WAIT) {
 		return;
 	}
+	if (go == IOTUNE_RSVQ_WAIT_TIMER && cache->reserve_timer != NULL) {
+		/* armed for the same deadline: since the batch formed */
+		return;
+	}
 	TALLOC_FREE(cache->reserve_timer);
 	if (go == IOTUNE_RSVQ_WAIT_TIMER) {
 		cache->reserve_timer = tevent_add_timer(
