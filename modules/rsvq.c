@@ -424,19 +424,25 @@ bool iotune_rsvq_launch(struct iotune_rsvq *q,
 }
 
 enum iotune_rsvq_go iotune_rsvq_pace(struct iotune_rsvq_pace *p,
-				     unsigned int due, bool more_waiting,
-				     uint64_t waited_us, uint64_t wait_us,
-				     uint64_t max_wait_us,
+				     unsigned int due, bool full,
+				     const struct iotune_rsvq_wait *w,
 				     uint64_t *after_us)
 {
+	uint64_t wait_us;
+
 	*after_us = 0;
-	if (due < IOTUNE_RSVQ_WRITES) {
-		if (more_waiting && waited_us < max_wait_us) {
+	if (due == 0) {
+		return IOTUNE_RSVQ_GO;	/* nothing waits: learn nothing */
+	}
+	if (!full && due < IOTUNE_RSVQ_WRITES &&
+	    w->waited_us < w->max_wait_us) {
+		if (w->more_waiting(w->private_data)) {
+			*after_us = w->max_wait_us - w->waited_us;
 			return IOTUNE_RSVQ_WAIT;
 		}
-		wait_us = MIN(wait_us, max_wait_us);
-		if (!more_waiting && due < p->want && waited_us < wait_us) {
-			*after_us = wait_us - waited_us;
+		wait_us = MIN(w->wait_us, w->max_wait_us);
+		if (due < p->want && w->waited_us < wait_us) {
+			*after_us = wait_us - w->waited_us;
 			return IOTUNE_RSVQ_WAIT_TIMER;
 		}
 	}
@@ -452,6 +458,12 @@ bool iotune_rsvq_due(const struct iotune_rsvq *q)
 unsigned int iotune_rsvq_due_writes(const struct iotune_rsvq *q)
 {
 	return iotune_rsvq_due(q) ? q->fly.n_writes : 0;
+}
+
+bool iotune_rsvq_due_full(const struct iotune_rsvq *q)
+{
+	return iotune_rsvq_due(q) && (q->fly.n_writes >= IOTUNE_RSVQ_WRITES ||
+				      q->next.n_writes > 0);
 }
 
 bool iotune_rsvq_idle(const struct iotune_rsvq *q)

@@ -4,7 +4,8 @@
  * in which batch; docs/design.md "Reservation" says why).
  *
  * - A call made inline, on the main thread, through the VFS
- *   (SMB_VFS_NEXT_FALLOCATE): for a write alone in flight, for every
+ *   (SMB_VFS_NEXT_FALLOCATE): for a write alone in flight (unless the
+ *   batch launched last held several: iotune_rsvq_pace()), for every
  *   write where reservations are cheap, and for the batches of shares
  *   where one is a round trip; its cost says which shares those are
  *   (IOTUNE_WC_RESERVE_SLOW_US).
@@ -13,7 +14,8 @@
  *   batch), checked again before every loop iteration
  *   (iotune_caches_check()), and as many writes joined as the batch
  *   launched last held or a reservation's cost went by (a timer);
- *   at once when it is full, at the latest after IOTUNE_RSV_WAIT_US.
+ *   at once when it is full (a write went to the next batch), at the
+ *   latest after IOTUNE_RSV_WAIT_US (a timer too).
  * - With "write cache batch reservations = yes" (nothing below iotune):
  *   each call of a batch is a fallocate(2) in smbd's thread pool, on a
  *   dup() of the file's descriptor (a handle may close while the call
@@ -242,6 +244,32 @@ static void iotune_rsv_timer_fn(struct tevent_context *ev,
 	iotune_cache_reserve_due(cache);
 }
 
+static bool iotune_rsv_client_waiting(void *private_data)
+{
+	struct iotune_cache *cache = private_data;
+
+	return iotune_smbd_client_waiting(cache->files->fsp);
+}
+
+/*
+ * The batch asks again at at_us at the latest (a timer armed for an
+ * earlier time stays).  false: no timer.
+ */
+static bool iotune_rsv_arm(struct iotune_cache *cache, uint64_t now,
+			   uint64_t at_us)
+{
+	if (cache->reserve_timer != NULL && cache->reserve_timer_us <= at_us) {
+		return true;
+	}
+	TALLOC_FREE(cache->reserve_timer);
+	cache->reserve_timer = tevent_add_timer(
+		cache->proc->ev, cache,
+		tevent_timeval_current_ofs(0, at_us - now),
+		iotune_rsv_timer_fn, cache);
+	cache->reserve_timer_us = at_us;
+	return cache->reserve_timer != NULL;
+}
+
 /*
  * A batch of reservations formed (act->reserve_due).  When it starts is
  * the core's rule (iotune_wc_reserve_pace()): once no more requests of the
@@ -250,16 +278,22 @@ static void iotune_rsv_timer_fn(struct tevent_context *ev,
  * again before each), and once as many writes joined as the batch
  * launched last held, or a call's cost after it formed: the
  * client sends its next writes one by one as the last batch's answers
- * reach it, and each batch launched early costs the others a call.
+ * reach it, and each batch launched early costs the others a call.  A
+ * timer bounds both waits; a full batch starts at once.
  */
 void iotune_cache_reserve_due(struct iotune_cache *cache)
 {
-	unsigned due = iotune_wc_reserve_due(&cache->wc);
+	struct iotune_rsvq_wait w = {
+		.wait_us = cache->share->reserve_cost_us,
+		.max_wait_us = IOTUNE_RSV_WAIT_US,
+		.more_waiting = iotune_rsv_client_waiting,
+		.private_data = cache,
+	};
 	uint64_t now = 0;
 	uint64_t after = 0;
-	enum iotune_rsvq_go go;
 
-	if (due == 0 || cache->files == NULL) {
+	if (iotune_wc_reserve_due(&cache->wc) == 0 || cache->files == NULL) {
+		/* launched, or every write of it left */
 		cache->reserve_due_us = 0;
 		TALLOC_FREE(cache->reserve_timer);
 		return;
@@ -268,27 +302,12 @@ void iotune_cache_reserve_due(struct iotune_cache *cache)
 	if (cache->reserve_due_us == 0) {
 		cache->reserve_due_us = now;
 	}
-	go = iotune_wc_reserve_pace(
-		&cache->wc, iotune_smbd_client_waiting(cache->files->fsp),
-		now - cache->reserve_due_us, cache->share->reserve_cost_us,
-		IOTUNE_RSV_WAIT_US, &after);
-	if (go == IOTUNE_RSVQ_WAIT) {
-		return;
-	}
-	if (go == IOTUNE_RSVQ_WAIT_TIMER && cache->reserve_timer != NULL) {
-		/* armed for the same deadline: since the batch formed */
+	w.waited_us = now - cache->reserve_due_us;
+	if (iotune_wc_reserve_pace(&cache->wc, &w, &after) != IOTUNE_RSVQ_GO &&
+	    iotune_rsv_arm(cache, now, now + after)) {
 		return;
 	}
 	TALLOC_FREE(cache->reserve_timer);
-	if (go == IOTUNE_RSVQ_WAIT_TIMER) {
-		cache->reserve_timer = tevent_add_timer(
-			cache->proc->ev, cache,
-			tevent_timeval_current_ofs(0, after),
-			iotune_rsv_timer_fn, cache);
-		if (cache->reserve_timer != NULL) {
-			return;
-		}
-	}
 	cache->reserve_due_us = 0;
 	iotune_cache_reserve_launch(cache);
 }

@@ -501,7 +501,8 @@ void iotune_caches_check(struct iotune_process *p, bool files_changed)
 
 	for (cache = p->caches; cache != NULL; cache = next) {
 		next = cache->next;
-		if (iotune_wc_reserve_due(&cache->wc) > 0) {
+		if (iotune_wc_reserve_due(&cache->wc) > 0 ||
+		    cache->reserve_due_us != 0) {
 			iotune_cache_reserve_due(cache);
 		}
 		if (cache->lost ||

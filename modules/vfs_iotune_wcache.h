@@ -63,6 +63,7 @@ struct iotune_cache {
 	struct iotune_rsv_job *reserves;	/* reservations in flight */
 	uint64_t reserve_due_us;	/* a batch waits to start since */
 	struct tevent_timer *reserve_timer;	/* ... at the latest */
+	uint64_t reserve_timer_us;	/* ... at (iotune_now_us()) */
 	unsigned sync;			/* synchronous callers using it */
 	bool lost;			/* written out for a lost right */
 	bool ending;

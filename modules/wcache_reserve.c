@@ -146,15 +146,11 @@ void iotune_wc_reserve_in_batches(struct iotune_wcache *c)
 }
 
 enum iotune_rsvq_go iotune_wc_reserve_pace(struct iotune_wcache *c,
-					   bool more_waiting,
-					   uint64_t waited_us,
-					   uint64_t wait_us,
-					   uint64_t max_wait_us,
+					   const struct iotune_rsvq_wait *w,
 					   uint64_t *after_us)
 {
 	return iotune_rsvq_pace(&c->rq.pace, iotune_rsvq_due_writes(&c->rq),
-				more_waiting, waited_us, wait_us,
-				max_wait_us, after_us);
+				iotune_rsvq_due_full(&c->rq), w, after_us);
 }
 
 unsigned iotune_wc_reserve_due(const struct iotune_wcache *c)

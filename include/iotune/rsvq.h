@@ -57,8 +57,9 @@
  *   read (at most max_wait_us), and for as many writes as the batch
  *   launched last held (want), at most wait_us (what a call costs: a
  *   wait in vain costs no more than the call a wait that pays saves);
- *   a full batch never waits.  Every launch sets want to the writes it
- *   holds: a wait in vain teaches the client's smaller depth at once.
+ *   a full batch (a write had to go to the next) never waits.  Every
+ *   launch sets want to the writes it holds: a wait in vain teaches
+ *   the client's smaller depth at once.
  *   While want is above one, a write that arrives alone is queued too
  *   (the write cache's rule): the others follow.
  * - Nothing is ever given back: only bytes of writes are reserved.
@@ -167,22 +168,36 @@ bool iotune_rsvq_due(const struct iotune_rsvq *q);
 /* ... and how many writes it holds (0: none waits) */
 unsigned int iotune_rsvq_due_writes(const struct iotune_rsvq *q);
 
+/* ... and no more may join it (a write went to the next batch) */
+bool iotune_rsvq_due_full(const struct iotune_rsvq *q);
+
 enum iotune_rsvq_go {
 	IOTUNE_RSVQ_GO,		/* launch it now */
 	IOTUNE_RSVQ_WAIT,	/* requests wait to be read: ask again
-				 * before the next loop iteration */
+				 * before the next loop iteration, at the
+				 * latest in *after_us */
 	IOTUNE_RSVQ_WAIT_TIMER,	/* ask again when the next request
 				 * arrives, at the latest in *after_us */
 };
 
+/* how long a batch that waits to launch may wait, and for what */
+struct iotune_rsvq_wait {
+	uint64_t waited_us;	/* since the batch formed */
+	uint64_t wait_us;	/* for as many writes as the last held */
+	uint64_t max_wait_us;	/* for requests waiting to be read */
+	/* requests of the client wait to be read (asked only when that
+	 * decides: not for a full batch, nor past max_wait_us) */
+	bool (*more_waiting)(void *private_data);
+	void *private_data;
+};
+
 /*
- * due writes wait in the batch, since waited_us; more_waiting: requests
- * of the client wait to be read.  GO records due as the new want.
+ * due writes wait in the batch (full: no more may join it).  GO records
+ * due as the new want; with nothing due it is GO and nothing is learnt.
  */
 enum iotune_rsvq_go iotune_rsvq_pace(struct iotune_rsvq_pace *p,
-				     unsigned int due, bool more_waiting,
-				     uint64_t waited_us, uint64_t wait_us,
-				     uint64_t max_wait_us,
+				     unsigned int due, bool full,
+				     const struct iotune_rsvq_wait *w,
 				     uint64_t *after_us);
 
 /* no batch on its way and no write queued */

@@ -421,10 +421,10 @@ void iotune_wc_reserve_done(struct iotune_wcache *c,
 /*
  * reserve_async: the batch that waits (act->reserve_due) starts: the
  * caller makes calls (none when no batch waits) and answers each, by its
- * index, with iotune_wc_reserve_done().  The caller chooses when: the
- * writes that arrive before the launch join the batch, so it launches
- * once the writes it knows of have arrived (no more requests of the
- * client wait to be read), or when writes waited long enough.
+ * index, with iotune_wc_reserve_done().  The writes that arrive before
+ * the launch join the batch; when it launches, iotune_wc_reserve_pace()
+ * says (the writes it knows of have arrived, as many as the last batch
+ * held, it is full, or it waited long enough).
  */
 void iotune_wc_reserve_launch(struct iotune_wcache *c,
 			      struct iotune_rsvq_calls *calls);
@@ -434,16 +434,13 @@ void iotune_wc_reserve_in_batches(struct iotune_wcache *c);
 
 /*
  * reserve_async: whether the batch that waits starts now (GO: launch it)
- * or waits for more writes (iotune_rsvq_pace() in include/iotune/rsvq.h:
- * more_waiting, the client's requests wait to be read; waited_us since
- * the batch formed; wait_us, how long a batch may wait for the writes the
- * last one held; max_wait_us, for requests to be read).
+ * or waits for more writes (iotune_rsvq_pace() in include/iotune/rsvq.h;
+ * w says since when it waits and how long it may, and asks whether the
+ * client's requests wait to be read).  A batch full to the next never
+ * waits.
  */
 enum iotune_rsvq_go iotune_wc_reserve_pace(struct iotune_wcache *c,
-					   bool more_waiting,
-					   uint64_t waited_us,
-					   uint64_t wait_us,
-					   uint64_t max_wait_us,
+					   const struct iotune_rsvq_wait *w,
 					   uint64_t *after_us);
 
 /* reserve_async: writes in the batch that waits for its launch (0: none) */

@@ -209,12 +209,25 @@ static void do_reserve(unsigned i, int full)
  * writes the next batch waits for, and while that is more than one a
  * write that arrives alone is queued too)
  */
+static bool more_now;
+
+static bool more_waiting_now(void *private_data)
+{
+	return more_now;
+}
+
 static void pace_and_launch(bool more_waiting, bool waited)
 {
+	struct iotune_rsvq_wait w = {
+		.waited_us = waited ? 100 : 0,
+		.wait_us = 100,
+		.max_wait_us = 2000,
+		.more_waiting = more_waiting_now,
+	};
 	uint64_t after = 0;
 
-	if (iotune_wc_reserve_pace(&c, more_waiting, waited ? 100 : 0, 100,
-				   2000, &after) == IOTUNE_RSVQ_GO) {
+	more_now = more_waiting;
+	if (iotune_wc_reserve_pace(&c, &w, &after) == IOTUNE_RSVQ_GO) {
 		launch();
 	}
 }

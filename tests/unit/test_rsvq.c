@@ -585,10 +585,37 @@ static void test_deferred_cancel_of_the_last_write(void **state)
  * max_wait_us (here 2000), then for as many writes as the batch launched
  * last held, at most wait_us (here 100) after it formed.
  */
-static enum iotune_rsvq_go pace(struct iotune_rsvq_pace *p, unsigned due,
-				bool more, uint64_t waited, uint64_t *after)
+static bool more;		/* requests wait to be read */
+static unsigned int asked;	/* ... was asked */
+
+static bool more_waiting(void *private_data)
 {
-	return iotune_rsvq_pace(p, due, more, waited, 100, 2000, after);
+	asked++;
+	return more;
+}
+
+static enum iotune_rsvq_go pace_full(struct iotune_rsvq_pace *p,
+				     unsigned due, bool full, bool more_now,
+				     uint64_t waited, uint64_t wait,
+				     uint64_t *after)
+{
+	struct iotune_rsvq_wait w = {
+		.waited_us = waited,
+		.wait_us = wait,
+		.max_wait_us = 2000,
+		.more_waiting = more_waiting,
+	};
+
+	more = more_now;
+	return iotune_rsvq_pace(p, due, full, &w, after);
+}
+
+static enum iotune_rsvq_go pace(struct iotune_rsvq_pace *p, unsigned due,
+				bool more_now, uint64_t waited,
+				uint64_t *after)
+{
+	return pace_full(p, due, due >= IOTUNE_RSVQ_WRITES, more_now, waited,
+			 100, after);
 }
 
 static void test_pace_first_batch_goes_when_nothing_waits(void **state)
@@ -607,10 +634,15 @@ static void test_pace_waits_for_requests_to_be_read(void **state)
 	uint64_t after = 0;
 
 	assert_int_equal(pace(&p, 1, true, 0, &after), IOTUNE_RSVQ_WAIT);
+	assert_int_equal(after, 2000);	/* at the latest */
 	assert_int_equal(pace(&p, 3, true, 1999, &after), IOTUNE_RSVQ_WAIT);
+	assert_int_equal(after, 1);
 	assert_int_equal(p.want, 0);
-	/* the longest wait is over, even with more to read */
+	/* the longest wait is over: the client is not even asked */
+	asked = 0;
 	assert_int_equal(pace(&p, 4, true, 2000, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(asked, 0);
+	assert_int_equal(after, 0);
 	assert_int_equal(p.want, 4);
 }
 
@@ -652,9 +684,17 @@ static void test_pace_full_batch_never_waits(void **state)
 	struct iotune_rsvq_pace p = { .want = IOTUNE_RSVQ_WRITES };
 	uint64_t after = 0;
 
+	asked = 0;
 	assert_int_equal(pace(&p, IOTUNE_RSVQ_WRITES, true, 0, &after),
 			 IOTUNE_RSVQ_GO);
 	assert_int_equal(p.want, IOTUNE_RSVQ_WRITES);
+	/* full by its calls: 4 writes, and the 5th went to the next */
+	assert_int_equal(pace_full(&p, 4, true, true, 0, 100, &after),
+			 IOTUNE_RSVQ_GO);
+	assert_int_equal(after, 0);
+	assert_int_equal(asked, 0);
+	/* ... and the next batch waits for 4, not 16 */
+	assert_int_equal(p.want, 4);
 }
 
 static void test_pace_wait_is_bounded_by_the_longest(void **state)
@@ -663,17 +703,68 @@ static void test_pace_wait_is_bounded_by_the_longest(void **state)
 	uint64_t after = 0;
 
 	/* a call dearer than the longest wait: the longest wait bounds it */
-	assert_int_equal(iotune_rsvq_pace(&p, 1, false, 500, 5000, 2000,
-					  &after),
+	assert_int_equal(pace_full(&p, 1, false, false, 500, 5000, &after),
 			 IOTUNE_RSVQ_WAIT_TIMER);
 	assert_int_equal(after, 1500);
-	assert_int_equal(iotune_rsvq_pace(&p, 1, false, 2000, 5000, 2000,
-					  &after),
+	assert_int_equal(pace_full(&p, 1, false, false, 2000, 5000, &after),
 			 IOTUNE_RSVQ_GO);
 	/* no wait where a call costs nothing */
 	p.want = 8;
-	assert_int_equal(iotune_rsvq_pace(&p, 1, false, 0, 0, 2000, &after),
+	assert_int_equal(pace_full(&p, 1, false, false, 0, 0, &after),
 			 IOTUNE_RSVQ_GO);
+}
+
+/* every write of a waiting batch left: it goes, and nothing is learnt */
+static void test_pace_with_nothing_due_learns_nothing(void **state)
+{
+	struct iotune_rsvq_pace p = { .want = 4 };
+	uint64_t after = 7;
+
+	asked = 0;
+	assert_int_equal(pace(&p, 0, true, 0, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(after, 0);
+	assert_int_equal(asked, 0);
+	assert_int_equal(p.want, 4);
+}
+
+/*
+ * A deferred batch is full once a write had to go to the next batch: by
+ * its writes, or by its calls (here 4 disjoint writes, 4 calls).
+ */
+static void test_deferred_batch_full_by_its_calls(void **state)
+{
+	uint64_t i;
+
+	q.deferred = true;
+	for (i = 0; i < IOTUNE_RSVQ_RUNS; i++) {
+		assert_int_equal(submit(1 + i, 100 * K * i,
+					100 * K * i + 4 * K),
+				 IOTUNE_RSVQ_QUEUED);
+		assert_false(iotune_rsvq_due_full(&q));
+	}
+	/* a write that joins a run still fits */
+	assert_int_equal(submit(10, 4 * K, 8 * K), IOTUNE_RSVQ_QUEUED);
+	assert_false(iotune_rsvq_due_full(&q));
+	assert_int_equal(submit(11, 50 * K, 54 * K), IOTUNE_RSVQ_QUEUED);
+	assert_true(iotune_rsvq_due_full(&q));
+	assert_int_equal(iotune_rsvq_due_writes(&q), IOTUNE_RSVQ_RUNS + 1);
+	assert_true(iotune_rsvq_launch(&q, &calls));
+	assert_false(iotune_rsvq_due_full(&q));	/* on its way */
+	assert_int_equal(calls.n, IOTUNE_RSVQ_RUNS);
+}
+
+static void test_deferred_batch_full_by_its_writes(void **state)
+{
+	uint64_t i;
+
+	q.deferred = true;
+	for (i = 0; i < IOTUNE_RSVQ_WRITES; i++) {
+		assert_false(iotune_rsvq_due_full(&q));
+		assert_int_equal(submit(1 + i, 4 * K * i, 4 * K * (i + 1)),
+				 IOTUNE_RSVQ_QUEUED);
+	}
+	assert_true(iotune_rsvq_due_full(&q));
+	assert_int_equal(iotune_rsvq_due_writes(&q), IOTUNE_RSVQ_WRITES);
 }
 
 int main(void)
@@ -719,6 +810,11 @@ int main(void)
 		cmocka_unit_test(test_pace_learns_more_and_fewer),
 		cmocka_unit_test(test_pace_full_batch_never_waits),
 		cmocka_unit_test(test_pace_wait_is_bounded_by_the_longest),
+		cmocka_unit_test(test_pace_with_nothing_due_learns_nothing),
+		cmocka_unit_test_setup(test_deferred_batch_full_by_its_calls,
+				       setup),
+		cmocka_unit_test_setup(test_deferred_batch_full_by_its_writes,
+				       setup),
 	};
 
 	return cmocka_run_group_tests_name("rsvq", tests, NULL, NULL);

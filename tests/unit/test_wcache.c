@@ -1810,6 +1810,28 @@ static void test_async_launch_takes_the_writes_that_arrived(void **state)
 	assert_reserved_only_written(&f->disk);
 }
 
+static bool pace_more;	/* requests of the client wait to be read */
+
+static bool pace_more_waiting(void *private_data)
+{
+	return pace_more;
+}
+
+/* iotune_wc_reserve_pace() with wait_us 100 and max_wait_us 2000 */
+static enum iotune_rsvq_go pace(struct fixture *f, bool more,
+				uint64_t waited, uint64_t *after)
+{
+	struct iotune_rsvq_wait w = {
+		.waited_us = waited,
+		.wait_us = 100,
+		.max_wait_us = 2000,
+		.more_waiting = pace_more_waiting,
+	};
+
+	pace_more = more;
+	return iotune_wc_reserve_pace(&f->c, &w, after);
+}
+
 /*
  * The pace of batches: after a batch of four, a write that arrives alone
  * (the others of the client are on their way) waits in a batch for
@@ -1827,10 +1849,8 @@ static void test_async_pace_waits_for_the_client_s_next_writes(void **state)
 	for (i = 0; i < 4; i++) {
 		w[i] = write_at(f, i * 4 * KIB, 4 * KIB, i);
 	}
-	assert_int_equal(iotune_wc_reserve_pace(&f->c, true, 0, 100, 2000,
-						&after), IOTUNE_RSVQ_WAIT);
-	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 10, 100, 2000,
-						&after), IOTUNE_RSVQ_GO);
+	assert_int_equal(pace(f, true, 0, &after), IOTUNE_RSVQ_WAIT);
+	assert_int_equal(pace(f, false, 10, &after), IOTUNE_RSVQ_GO);
 	launch(f);
 	do_reserve_err(f, 0, 0);
 	for (i = 0; i < 4; i++) {
@@ -1841,13 +1861,11 @@ static void test_async_pace_waits_for_the_client_s_next_writes(void **state)
 	w[4] = write_at(f, 16 * KIB, 4 * KIB, 4);
 	assert_false(w[4]->done);
 	assert_int_equal(iotune_wc_reserve_due(&f->c), 1);
-	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 0, 100, 2000,
-						&after),
+	assert_int_equal(pace(f, false, 0, &after),
 			 IOTUNE_RSVQ_WAIT_TIMER);
 	assert_int_equal(after, 100);
 	/* nobody came: it goes, and the next write alone goes inline */
-	assert_int_equal(iotune_wc_reserve_pace(&f->c, false, 100, 100, 2000,
-						&after), IOTUNE_RSVQ_GO);
+	assert_int_equal(pace(f, false, 100, &after), IOTUNE_RSVQ_GO);
 	launch(f);
 	assert_int_equal(f->n_rsv, 1);
 	assert_int_equal(f->rsv[0].off, 16 * KIB);
