@@ -3,6 +3,9 @@
 # vfs_glusterfs with and without iotune, and shares on a FUSE mount of it
 # (GlusterFS's own client, whose write-behind is the anchor: it is
 # measured on and off, since vfs_glusterfs switches it to pass-through).
+# A reservation's cost alone (bench/gfapi_cost.py) goes with the
+# round-trip floor: the bound of exact reservations with one write in
+# flight.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -13,6 +16,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
+import gfapi_cost  # noqa: E402
 import gluster  # noqa: E402
 import harness  # noqa: E402
 
@@ -57,6 +61,12 @@ def run(args, blocks, depths, wm):
                 return out
             out['floor'].append(wm.round_trip_floor(
                 pumper, 'glusterfs', args.rounds, args.scale))
+            out['floor'][-1]['fallocate_us'] = round(
+                gfapi_cost.fallocate_us(volume.host, gluster.VOLUME,
+                                        rounds=args.rounds), 1)
+            print('glusterfs: a reservation alone (glfs_fallocate of 4 KiB '
+                  'past the end, without smbd): %.1f us' %
+                  out['floor'][-1]['fallocate_us'], flush=True)
             out['coalescing'] = wm.coalescing_goal(
                 pumper, 'glusterfs', ('gl_iotune', 'gl_plain',
                                       'gl_free_reservations'),

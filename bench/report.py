@@ -309,6 +309,13 @@ def coalescing_rows(wm):
     return rows
 
 
+def exact_reservation_bound(r):
+    """With one write in flight a cached write is answered only once its
+    bytes are reserved: at best, the write with free reservations plus
+    one reservation (measured alone), against the ECHO."""
+    return r['echo_us'] / (r['free_us'] + r['fallocate_us'])
+
+
 def round_trip_rows(wm):
     """4 KiB writes, one in flight, until on disk: the fraction of the
     round-trip bound (an SMB2 ECHO per write)"""
@@ -323,6 +330,11 @@ def round_trip_rows(wm):
         if 'free_us' in r:
             detail += ', iotune with free reservations %.2f' % (
                 r['echo_us'] / r['free_us'])
+        if 'free_us' in r and 'fallocate_us' in r:
+            detail += ('; a reservation alone (glfs_fallocate, without '
+                       'smbd) takes %.0f us, and every write waits for '
+                       'its own: exact reservations allow at most %.2f' % (
+                           r['fallocate_us'], exact_reservation_bound(r)))
         rows.append(('%s: 4K x1 until on disk >= 0.95 of the round-trip '
                      'bound' % r['backend'], '%.2f' % got,
                      'met' if got >= 0.95 else 'not met', detail))
