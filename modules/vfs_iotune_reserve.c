@@ -5,7 +5,7 @@
  *
  * - A call made inline, on the main thread, through the VFS
  *   (SMB_VFS_NEXT_FALLOCATE): for a write alone in flight (unless the
- *   batch launched last held several: iotune_rsvq_pace()), for every
+ *   batch launched last held several: iotune_wc_reserve_ask()), for every
  *   write where reservations are cheap, and for the batches of shares
  *   where one is a round trip; its cost says which shares those are
  *   (IOTUNE_WC_RESERVE_SLOW_US).

@@ -57,11 +57,11 @@
  *   read (at most max_wait_us), and for as many writes as the batch
  *   launched last held (want), at most wait_us (what a call costs: a
  *   wait in vain costs no more than the call a wait that pays saves);
- *   a full batch (a write had to go to the next) never waits.  Every
- *   launch sets want to the writes it holds: a wait in vain teaches
- *   the client's smaller depth at once.
- *   While want is above one, a write that arrives alone is queued too
- *   (the write cache's rule): the others follow.
+ *   a full batch (16 writes, or a write had to go to the next) never
+ *   waits.  Every launch sets want to the writes it holds: a wait in
+ *   vain teaches the client's smaller depth at once.  While want is
+ *   above one, a write that arrives alone is queued too (the write
+ *   cache's rule): the others follow.
  * - Nothing is ever given back: only bytes of writes are reserved.
  *
  * Copyright (C) iotune authors 2026

@@ -422,9 +422,10 @@ void iotune_wc_reserve_done(struct iotune_wcache *c,
  * reserve_async: the batch that waits (act->reserve_due) starts: the
  * caller makes calls (none when no batch waits) and answers each, by its
  * index, with iotune_wc_reserve_done().  The writes that arrive before
- * the launch join the batch; when it launches, iotune_wc_reserve_pace()
- * says (the writes it knows of have arrived, as many as the last batch
- * held, it is full, or it waited long enough).
+ * the launch join the batch; iotune_wc_reserve_pace() says when it
+ * launches: once the client's waiting requests are read and as many
+ * writes joined as the last batch held (or a call's cost went by); at
+ * once when it is full; at the latest after max_wait_us.
  */
 void iotune_wc_reserve_launch(struct iotune_wcache *c,
 			      struct iotune_rsvq_calls *calls);

@@ -204,18 +204,18 @@ static void do_reserve(unsigned i, int full)
 	apply(&act);
 }
 
-/*
- * the adapter's way: the core's pace says when (a launch sets how many
- * writes the next batch waits for, and while that is more than one a
- * write that arrives alone is queued too)
- */
-static bool more_now;
+static bool more_now;	/* requests of the client wait to be read */
 
 static bool more_waiting_now(void *private_data)
 {
 	return more_now;
 }
 
+/*
+ * the adapter's way: the core's pace says when (a launch sets how many
+ * writes the next batch waits for, and while that is more than one a
+ * write that arrives alone is queued too)
+ */
 static void pace_and_launch(bool more_waiting, bool waited)
 {
 	struct iotune_rsvq_wait w = {

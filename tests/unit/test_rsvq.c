@@ -580,11 +580,6 @@ static void test_deferred_cancel_of_the_last_write(void **state)
 	assert_false(iotune_rsvq_launch(&q, &calls));
 }
 
-/*
- * pace: a batch waits for the requests that wait to be read, at most
- * max_wait_us (here 2000), then for as many writes as the batch launched
- * last held, at most wait_us (here 100) after it formed.
- */
 static bool more;		/* requests wait to be read */
 static unsigned int asked;	/* ... was asked */
 
@@ -594,6 +589,11 @@ static bool more_waiting(void *private_data)
 	return more;
 }
 
+/*
+ * pace: a batch waits for the requests that wait to be read, at most
+ * max_wait_us (here 2000), then for as many writes as the batch launched
+ * last held, at most wait_us (here 100 unless given) after it formed.
+ */
 static enum iotune_rsvq_go pace_full(struct iotune_rsvq_pace *p,
 				     unsigned due, bool full, bool more_now,
 				     uint64_t waited, uint64_t wait,

@@ -1880,6 +1880,41 @@ static void test_async_pace_waits_for_the_client_s_next_writes(void **state)
 	assert_reserved_only_written(&f->disk);
 }
 
+/*
+ * A batch full to the next (its 4 calls taken by disjoint writes, a
+ * fifth had to wait for the next batch) starts at once, even while
+ * requests wait to be read, and the next batch waits for 4, not 5.
+ */
+static void test_async_pace_full_batch_goes_at_once(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w[5];
+	uint64_t after = 7;
+	unsigned i;
+
+	f->auto_launch = false;
+	for (i = 0; i < 5; i++) {
+		w[i] = write_at(f, i * 8 * KIB, 4 * KIB, i);
+		assert_false(w[i]->done);
+	}
+	assert_int_equal(iotune_wc_reserve_due(&f->c), 4);
+	assert_int_equal(pace(f, true, 0, &after), IOTUNE_RSVQ_GO);
+	assert_int_equal(after, 0);
+	assert_int_equal(f->c.rq.pace.want, 4);
+	launch(f);
+	assert_int_equal(f->n_rsv, 4);
+	for (i = 0; i < 4; i++) {
+		do_reserve_err(f, i, 0);
+		assert_done(w[i], 4 * KIB);
+	}
+	assert_false(w[4]->done);
+	assert_int_equal(iotune_wc_reserve_due(&f->c), 1);
+	settle(f);
+	assert_done(w[4], 4 * KIB);
+	assert_closes_to_model(f);
+	assert_reserved_only_written(&f->disk);
+}
+
 /* a write alone in flight reserves inline: no batch, no wait */
 static void test_async_write_alone_reserves_inline(void **state)
 {
@@ -2271,6 +2306,7 @@ int main(void)
 		T(test_async_launch_takes_the_writes_that_arrived),
 		T(test_async_write_alone_reserves_inline),
 		T(test_async_pace_waits_for_the_client_s_next_writes),
+		T(test_async_pace_full_batch_goes_at_once),
 		T(test_async_no_space_writes_through),
 		T(test_async_cannot_reserve),
 		T(test_async_forget_asks_again),
