@@ -270,6 +270,15 @@ def round_trip_us(wm, backend):
     return 0
 
 
+def reservation_alone_us(wm, backend):
+    """a reservation measured alone, without smbd (bench/gfapi_cost.py):
+    the least a round trip costs, so the strictest bound"""
+    for r in wm.get('floor', []):
+        if r['backend'] == backend and 'fallocate_us' in r:
+            return r['fallocate_us']
+    return 0
+
+
 def one_trip_per_depth(r, size, trip_us):
     """The bound of exact reservations: with d writes in flight the client
     sends no more before one of them is answered, and none is answered
@@ -295,10 +304,15 @@ def coalescing_rows(wm):
             free = r['free reservations ' + size] / r['1M without']
             detail = 'with reservations that cost nothing: %.2f' % free
             if trip >= SLOW_RESERVATION_US:
-                detail += ('; with one reservation round trip (%.0f us) '
-                           'per %d writes: %.2f' % (
-                               trip, r['depth'],
+                detail += ('; with one reservation round trip per %d '
+                           'writes, as it costs a cached 4K write with one '
+                           'in flight (%.0f us): %.2f' % (
+                               r['depth'], trip,
                                one_trip_per_depth(r, size, trip)))
+                alone = reservation_alone_us(wm, r['backend'])
+                if alone:
+                    detail += (', as it costs alone (%.0f us): %.2f' % (
+                        alone, one_trip_per_depth(r, size, alone)))
             if 'null ' + size in r:
                 detail += '; writes that write nothing: %.2f' % (
                     r['null ' + size] / r['1M without'])
@@ -408,12 +422,15 @@ def goals_section(wm, insn, md, again=None):
            'acknowledged cost nothing.  Where a reservation is a round '
            'trip (GlusterFS), also the most exact reservations allow: '
            'each write is in flight at least one reservation longer '
-           'than with free ones (the 4 KiB x1 cells give how long), so '
-           'with d in flight, d writes take at least that round trip '
-           'more (Little\'s law).  Round trip: with one write in '
-           'flight a write cannot be answered faster than an SMB2 ECHO '
-           'on the same connection, so ECHO / cached write is the '
-           'fraction of that bound reached.', '',
+           'than with free ones (the 4 KiB x1 cells give how long, and '
+           '`bench/gfapi_cost.py` how long one takes alone, without '
+           'smbd: the stricter bound), so with d in flight, d writes '
+           'take at least that round trip more (Little\'s law).  Round '
+           'trip: with one write in flight a write cannot be answered '
+           'faster than an SMB2 ECHO on the same connection, so ECHO / '
+           'cached write is the fraction of that bound reached; on '
+           'GlusterFS every such write also waits for its own '
+           'reservation.', '',
            '| goal | measured | | bound or detail, same run |',
            '|---|---|---|---|']
     rows = (coalescing_rows(wm) + round_trip_rows(wm) +
