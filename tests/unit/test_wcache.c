@@ -1904,7 +1904,9 @@ static void test_async_pace_full_batch_goes_at_once(void **state)
 	launch(f);
 	assert_int_equal(f->n_rsv, 4);
 	for (i = 0; i < 4; i++) {
-		do_reserve_err(f, i, 0);
+		do_reserve_err(f, i, 0);	/* a batch goes whole */
+	}
+	for (i = 0; i < 4; i++) {
 		assert_done(w[i], 4 * KIB);
 	}
 	assert_false(w[4]->done);
