@@ -260,23 +260,28 @@ def floor_section(wm, md):
 SLOW_RESERVATION_US = 50
 
 
+def floor_row(wm, backend):
+    """the round-trip floor row of a backend ({} if it has none)"""
+    for r in wm.get('floor', []):
+        if r['backend'] == backend:
+            return r
+    return {}
+
+
 def round_trip_us(wm, backend):
     """what one reservation adds to a cached 4 KiB write with one in
     flight, in this run: the cached write less the same with free
     reservations (the floor rows)"""
-    for r in wm.get('floor', []):
-        if r['backend'] == backend and 'free_us' in r:
-            return r['iotune_us'] - r['free_us']
-    return 0
+    r = floor_row(wm, backend)
+    if 'free_us' not in r:
+        return 0
+    return r['iotune_us'] - r['free_us']
 
 
 def reservation_alone_us(wm, backend):
     """a reservation measured alone, without smbd (bench/gfapi_cost.py):
     the least a round trip costs, so the strictest bound"""
-    for r in wm.get('floor', []):
-        if r['backend'] == backend and 'fallocate_us' in r:
-            return r['fallocate_us']
-    return 0
+    return floor_row(wm, backend).get('fallocate_us', 0)
 
 
 def one_trip_per_depth(r, size, trip_us):
