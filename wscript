@@ -235,8 +235,12 @@ def configure(conf):
     if not sanitize:
         configure_fuzzers(conf)
     configure_manpage(conf)
+    # hidden by default: calls between the module's own functions are
+    # direct (no PLT, and the compiler may inline them); the modules
+    # export only samba_init_module (_PUBLIC_)
     conf.env.append_value('CFLAGS', ['-O2', '-g', '-std=gnu11',
-                                     '-fPIC'] + WARNINGS)
+                                     '-fPIC', '-fvisibility=hidden'] +
+                          WARNINGS)
     if sanitize:
         conf.env.append_value('CFLAGS', SANITIZE_FLAGS)
         conf.env.append_value('LINKFLAGS', SANITIZE_FLAGS)

@@ -26,25 +26,6 @@
 
 #include "iotune/stats.h"
 
-/* the first b with us < 2^b (0 for 0), at most the last bucket */
-unsigned iotune_latency_bucket(uint64_t us)
-{
-	unsigned b = 0;
-
-	if (us == 0) {
-		return 0;
-	}
-	b = 64 - (unsigned)__builtin_clzll(us);
-	return b < IOTUNE_LATENCY_BUCKETS - 1 ? b : IOTUNE_LATENCY_BUCKETS - 1;
-}
-
-void iotune_latency_add(struct iotune_latency *l, uint64_t us)
-{
-	l->count++;
-	l->sum_us += us;
-	l->bucket[iotune_latency_bucket(us)]++;
-}
-
 /*
  * struct iotune_stats is nothing but uint64_t counters; this table names
  * them in the order they are laid out.

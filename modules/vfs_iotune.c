@@ -34,29 +34,11 @@
 #undef DBGC_CLASS
 #define DBGC_CLASS DBGC_VFS
 
-static struct iotune_process *iotune_proc;
-
-struct iotune_process *iotune_process_current(void)
-{
-	return iotune_proc;
-}
-
-uint64_t iotune_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
+struct iotune_process *iotune_proc;
 
 uint64_t iotune_now_ms(void)
 {
 	return iotune_now_us() / 1000;
-}
-
-bool iotune_counting(const struct iotune_share *share)
-{
-	return share->config.stats && share->proc->counting;
 }
 
 /* One read or write as the client sees it: ops, bytes, latency */
@@ -98,21 +80,6 @@ ssize_t iotune_aio_recv(struct tevent_req *req,
 	*vfs_aio_state = state;
 	tevent_req_received(req);
 	return ret;
-}
-
-struct iotune_share *iotune_share_of(struct vfs_handle_struct *handle)
-{
-	struct iotune_share *share = NULL;
-
-	SMB_VFS_HANDLE_GET_DATA(handle, share, struct iotune_share,
-				smb_panic(__location__));
-	return share;
-}
-
-struct iotune_file *iotune_file_of(struct vfs_handle_struct *handle,
-				   struct files_struct *fsp)
-{
-	return VFS_FETCH_FSP_EXTENSION(handle, fsp);
 }
 
 static const char *iotune_lookup_option(void *private_data, const char *name)
@@ -633,7 +600,7 @@ static struct vfs_fn_pointers iotune_fns = {
 };
 
 static_decl_vfs;
-NTSTATUS vfs_iotune_init(TALLOC_CTX *ctx)
+_PUBLIC_ NTSTATUS vfs_iotune_init(TALLOC_CTX *ctx)
 {
 	return smb_register_vfs(SMB_VFS_INTERFACE_VERSION, IOTUNE_MODULE_NAME,
 				&iotune_fns);

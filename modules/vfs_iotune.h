@@ -109,13 +109,51 @@ struct iotune_file {
 	struct iotune_dio_file dio;
 };
 
-struct iotune_process *iotune_process_current(void);
-uint64_t iotune_now_us(void);
+/*
+ * The helpers every read and write calls are inline: a call into
+ * another file of the module costs more than what most of them do, and
+ * pass-through requests are to cost no more than without iotune.
+ */
+
+/* This smbd process's state (vfs_iotune.c), or NULL before a connect */
+extern struct iotune_process *iotune_proc;
+
+static inline struct iotune_process *iotune_process_current(void)
+{
+	return iotune_proc;
+}
+
+static inline uint64_t iotune_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 uint64_t iotune_now_ms(void);
-struct iotune_share *iotune_share_of(struct vfs_handle_struct *handle);
-struct iotune_file *iotune_file_of(struct vfs_handle_struct *handle,
-				   struct files_struct *fsp);
-bool iotune_counting(const struct iotune_share *share);
+
+/* The share's state, set at connect (SMB_VFS_HANDLE_SET_DATA) */
+static inline struct iotune_share *iotune_share_of(
+	struct vfs_handle_struct *handle)
+{
+	if (handle->data == NULL) {
+		smb_panic("iotune: a handle without its share's state");
+	}
+	return (struct iotune_share *)handle->data;
+}
+
+static inline struct iotune_file *iotune_file_of(
+	struct vfs_handle_struct *handle,
+	struct files_struct *fsp)
+{
+	return VFS_FETCH_FSP_EXTENSION(handle, fsp);
+}
+
+static inline bool iotune_counting(const struct iotune_share *share)
+{
+	return share->config.stats && share->proc->counting;
+}
 void iotune_count_io(struct iotune_share *share,
 		     bool is_write,
 		     ssize_t ret,
@@ -160,7 +198,17 @@ ssize_t iotune_pass_pread_recv(struct tevent_req *req,
 
 /* vfs_iotune_wcache.c */
 void iotune_wcache_share_init(struct iotune_share *share, int snum);
-struct iotune_cache *iotune_cache_of(struct files_struct *fsp);
+struct iotune_cache *iotune_cache_lookup(struct files_struct *fsp);
+
+/* The cache holding data of this handle's file, if any */
+static inline struct iotune_cache *iotune_cache_of(struct files_struct *fsp)
+{
+	/* most processes hold no cache: no call for them */
+	if (iotune_proc == NULL || iotune_proc->caches == NULL) {
+		return NULL;
+	}
+	return iotune_cache_lookup(fsp);
+}
 struct iotune_cache *iotune_cache_for_write(struct iotune_share *share,
 					    struct iotune_file *file,
 					    struct files_struct *fsp,

@@ -126,14 +126,11 @@ static struct iotune_cache *iotune_find_cache(struct iotune_process *p,
 	return NULL;
 }
 
-/* The cache holding data of this handle's file, if any */
-struct iotune_cache *iotune_cache_of(struct files_struct *fsp)
+/* iotune_cache_of() once the process holds a cache */
+struct iotune_cache *iotune_cache_lookup(struct files_struct *fsp)
 {
 	struct iotune_process *p = iotune_process_current();
 
-	if (p == NULL || p->caches == NULL) {
-		return NULL;
-	}
 	if (fsp->fsp_flags.is_directory || fsp_is_alternate_stream(fsp)) {
 		return NULL;
 	}

@@ -32,8 +32,29 @@ struct iotune_latency {
 	uint64_t bucket[IOTUNE_LATENCY_BUCKETS];
 };
 
-unsigned iotune_latency_bucket(uint64_t us);
-void iotune_latency_add(struct iotune_latency *l, uint64_t us);
+/*
+ * Inline: every read and write the client makes adds its latency, the
+ * ones iotune passes through included.
+ */
+
+/* the first b with us < 2^b (0 for 0), at most the last bucket */
+static inline unsigned iotune_latency_bucket(uint64_t us)
+{
+	unsigned b = 0;
+
+	if (us == 0) {
+		return 0;
+	}
+	b = 64 - (unsigned)__builtin_clzll(us);
+	return b < IOTUNE_LATENCY_BUCKETS - 1 ? b : IOTUNE_LATENCY_BUCKETS - 1;
+}
+
+static inline void iotune_latency_add(struct iotune_latency *l, uint64_t us)
+{
+	l->count++;
+	l->sum_us += us;
+	l->bucket[iotune_latency_bucket(us)]++;
+}
 
 struct iotune_stats {
 	uint64_t read_ops;

@@ -292,7 +292,7 @@ static struct vfs_fn_pointers fault_fns = {
 };
 
 static_decl_vfs;
-NTSTATUS vfs_iotune_fault_init(TALLOC_CTX *ctx)
+_PUBLIC_ NTSTATUS vfs_iotune_fault_init(TALLOC_CTX *ctx)
 {
 	return smb_register_vfs(SMB_VFS_INTERFACE_VERSION, "iotune_fault",
 				&fault_fns);
