@@ -33,11 +33,21 @@
 # connection per share comes first, so that both sides find the same
 # store.  Median of --rounds.
 #
+# The totals move between rounds by more than iotune costs: smbd's main
+# loop goes around a varying number of times per request (how the
+# client's requests and the thread pool's answers happen to meet), and
+# each pass costs its own (tevent, smbprofile_dump).  So each cell also
+# reports the instructions in iotune's own code per request (its source
+# files, inlined parts included; not what it calls: libc, smbd, the next
+# layer), which does not depend on that, and the lowest and highest
+# ratio of the rounds.
+#
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -75,6 +85,48 @@ def totals(path, timeout=120):
 
 
 PUBLISHING = ('iotune_publish_fn', 'iotune_share_retire')
+OWN_FILE = re.compile(r'(^|/)(modules|include/iotune)/[^/]+\.[ch]$')
+
+
+def own_instructions(path):
+    """the instructions of a callgrind output file that run in iotune's
+    own source files (cost lines while the current file, fl= or an
+    inlined fi=/fe=, is one of them; a call's inclusive cost is not)"""
+    files = {}
+    fl = cur = None
+    skip = False
+    total = 0
+
+    def file_of(value):
+        # compressed names: "(id) name" the first time, "(id)" after
+        m = re.match(r'\((\d+)\)(?: (.*))?$', value)
+        if m is None:
+            return value
+        if m.group(2) is not None:
+            files[m.group(1)] = m.group(2)
+        return files.get(m.group(1))
+
+    with open(path) as f:
+        for line in f:
+            if line[:1].isdigit() or line[:1] in '+-*':
+                if skip:
+                    skip = False
+                elif cur is not None and OWN_FILE.search(cur):
+                    words = line.split()
+                    total += int(words[1]) if len(words) > 1 else 0
+                continue
+            key, _, value = line.rstrip('\n').partition('=')
+            if key == 'fl':
+                fl = cur = file_of(value)
+            elif key in ('fi', 'fe'):
+                cur = file_of(value)
+            elif key == 'fn':
+                cur = fl
+            elif key in ('cfi', 'cfl'):
+                file_of(value)
+            elif key == 'calls':
+                skip = True
+    return total
 
 
 def periodic(path):
@@ -100,7 +152,7 @@ class Counter:
 
     def connection(self, share, total, block, depth, op='write'):
         """instructions of one connection that writes (or reads) total
-        bytes"""
+        bytes, and those of them in iotune's own code"""
         before = set(self.smbd.child_pids())
         c = harness.ScriptClient(self.smbd, share)
         new = set(self.smbd.child_pids()) - before
@@ -118,14 +170,15 @@ class Counter:
         c.close()
         c.quit()
         path = os.path.join(self.outdir, 'callgrind.%d' % pid)
-        return totals(path) - periodic(path)
+        return totals(path) - periodic(path), own_instructions(path)
 
     def per_mib(self, share, block, depth, small, large, op='write'):
         """instructions per MiB between a connection that moves small
-        bytes and one that moves large bytes"""
+        bytes and one that moves large bytes, all and iotune's own"""
         a = self.connection(share, small, block, depth, op)
         b = self.connection(share, large, block, depth, op)
-        return (b - a) / ((large - small) / MIB)
+        mib = (large - small) / MIB
+        return (b[0] - a[0]) / mib, (b[1] - a[1]) / mib
 
 
 def cell_bytes(args, block):
@@ -193,32 +246,49 @@ def measure(args, counter, shares):
         for kind in ('pagecache', 'odirect'):
             tuned, base = PAIRS[kind]
             got = {tuned: [], base: []}
+            own = []
             small, large = cell_bytes(args, block)
             for r in range(args.rounds):
                 order = (tuned, base) if r % 2 == 0 else (base, tuned)
                 for share in order:
-                    got[share].append(counter.per_mib(
-                        share, block, depth, small, large, op))
-            row = {'backend': kind, 'op': op, 'block': block,
-                   'depth': depth, 'small_mib': small // MIB,
-                   'large_mib': large // MIB,
-                   'iotune_insn_per_mib':
-                   round(statistics.median(got[tuned])),
-                   'base_insn_per_mib':
-                   round(statistics.median(got[base]))}
-            row['ratio'] = round(row['iotune_insn_per_mib'] /
-                                 row['base_insn_per_mib'], 3)
-            # what iotune adds to each request (negative: saves)
-            row['extra_per_request'] = round(
-                (row['iotune_insn_per_mib'] - row['base_insn_per_mib']) *
-                block / MIB)
+                    mib, own_mib = counter.per_mib(
+                        share, block, depth, small, large, op)
+                    got[share].append(mib)
+                    if share == tuned:
+                        own.append(own_mib)
+            row = cell_row(kind, op, block, depth, small, large,
+                           got[tuned], got[base], own)
             rows.append(row)
             print('insn %-9s %-5s %4s x%-2d  iotune %10.0f  without '
-                  '%10.0f instructions/MiB  %.3fx  %+d per request' %
+                  '%10.0f instructions/MiB  %.3fx (rounds %.3f-%.3f)  '
+                  '%+d per request, %d in iotune\'s code' %
                   (kind, op, size_name(block), depth,
                    row['iotune_insn_per_mib'], row['base_insn_per_mib'],
-                   row['ratio'], row['extra_per_request']), flush=True)
+                   row['ratio'], row['ratio_low'], row['ratio_high'],
+                   row['extra_per_request'], row['own_per_request']),
+                  flush=True)
     return rows
+
+
+def cell_row(kind, op, block, depth, small, large, tuned, base, own):
+    """a cell's medians; the rounds' ratios pair the rounds in order"""
+    row = {'backend': kind, 'op': op, 'block': block,
+           'depth': depth, 'small_mib': small // MIB,
+           'large_mib': large // MIB,
+           'iotune_insn_per_mib': round(statistics.median(tuned)),
+           'base_insn_per_mib': round(statistics.median(base))}
+    row['ratio'] = round(row['iotune_insn_per_mib'] /
+                         row['base_insn_per_mib'], 3)
+    ratios = [t / b for t, b in zip(tuned, base)]
+    row['ratio_low'] = round(min(ratios), 3)
+    row['ratio_high'] = round(max(ratios), 3)
+    # what iotune adds to each request (negative: saves), and what runs
+    # in its own code
+    row['extra_per_request'] = round(
+        (row['iotune_insn_per_mib'] - row['base_insn_per_mib']) *
+        block / MIB)
+    row['own_per_request'] = round(statistics.median(own) * block / MIB)
+    return row
 
 
 if __name__ == '__main__':

@@ -410,9 +410,22 @@ def instruction_rows(insn):
                                        r['depth']),
                      '%.3f' % r['ratio'],
                      'met' if r['ratio'] <= 1.03 else 'not met',
-                     '%+d per request' % r['extra_per_request']
-                     if 'extra_per_request' in r else ''))
+                     insn_detail(r)))
     return rows
+
+
+def insn_detail(r):
+    """what a cell adds per request, what of it runs in iotune's own
+    code, and the rounds' lowest and highest ratio (older runs: less)"""
+    if 'extra_per_request' not in r:
+        return ''
+    text = '%+d per request' % r['extra_per_request']
+    if 'own_per_request' in r:
+        text += ('; %d in iotune\'s own code (%.3fx); rounds %.3f-%.3f' %
+                 (r['own_per_request'], 1 + r['own_per_request'] /
+                  (r['base_insn_per_mib'] * r['block'] / (1 << 20)),
+                  r['ratio_low'], r['ratio_high']))
+    return text
 
 
 def goals_section(wm, insn, md, again=None):
@@ -495,17 +508,26 @@ def instructions_section(insn, md):
            'page-cache share, writes of 64 KiB and more and every read '
            'pass iotune by (no cache, no shaping), against a share '
            'without iotune; the O_DIRECT pair is iotune with its cache '
-           'against iotune without it.' %
+           'against iotune without it.  The totals move between rounds '
+           '(the rounds\' lowest and highest ratio are shown) with how '
+           'often smbd\'s main loop goes around per request; the '
+           'instructions in iotune\'s own source files (inlined parts '
+           'included, not what they call) do not.' %
            (insn['large_mib'], insn['small_mib'], larger_cells(insn)), '',
-           '| share | requests | iotune | without | ratio | per request |',
-           '|---|---|---|---|---|---|']
+           '| share | requests | iotune | without | ratio | rounds | '
+           'per request | in iotune\'s code |',
+           '|---|---|---|---|---|---|---|---|']
     for r in insn['cells']:
-        md.append('| %s | %s %s x%d | %.0f | %.0f | %.3f | %s |' %
+        md.append('| %s | %s %s x%d | %.0f | %.0f | %.3f | %s | %s | %s |' %
                   (r['backend'], r.get('op', 'write') + 's',
                    size_name(r['block']), r['depth'],
                    r['iotune_insn_per_mib'], r['base_insn_per_mib'],
-                   r['ratio'], '%+d' % r['extra_per_request']
-                   if 'extra_per_request' in r else ''))
+                   r['ratio'], '%.3f-%.3f' % (r['ratio_low'],
+                                             r['ratio_high'])
+                   if 'ratio_low' in r else '',
+                   '%+d' % r['extra_per_request']
+                   if 'extra_per_request' in r else '',
+                   r.get('own_per_request', '')))
     md.append('')
 
 
