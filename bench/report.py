@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
-from benchlib import regression_summary, size_name  # noqa: E402
+from benchlib import MIB, regression_summary, size_name  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -443,7 +443,7 @@ def insn_detail(r):
     if 'own_per_request' in r:
         text += ('; %d in iotune\'s own code (%.3fx); rounds %.3f-%.3f' %
                  (r['own_per_request'], 1 + r['own_per_request'] /
-                  (r['base_insn_per_mib'] * r['block'] / (1 << 20)),
+                  (r['base_insn_per_mib'] * r['block'] / MIB),
                   r['ratio_low'], r['ratio_high']))
     return text
 

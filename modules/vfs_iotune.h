@@ -154,6 +154,7 @@ static inline bool iotune_counting(const struct iotune_share *share)
 {
 	return share->config.stats && share->proc->counting;
 }
+
 void iotune_count_io(struct iotune_share *share,
 		     bool is_write,
 		     ssize_t ret,
@@ -203,8 +204,10 @@ struct iotune_cache *iotune_cache_lookup(struct files_struct *fsp);
 /* The cache holding data of this handle's file, if any */
 static inline struct iotune_cache *iotune_cache_of(struct files_struct *fsp)
 {
+	const struct iotune_process *p = iotune_process_current();
+
 	/* most processes hold no cache: no call for them */
-	if (iotune_proc == NULL || iotune_proc->caches == NULL) {
+	if (p == NULL || p->caches == NULL) {
 		return NULL;
 	}
 	return iotune_cache_lookup(fsp);
