@@ -69,6 +69,7 @@ static const struct part parts[] = {
 	{ "wc_caches_active", PART_SCALAR, AT(wc.caches_active) },
 	{ "wc_caches_refused", PART_SCALAR, AT(wc.caches_refused) },
 	{ "wc_reserve_calls", PART_SCALAR, AT(wc.reserve_calls) },
+	{ "wc_reserve_us", PART_SCALAR, AT(wc.reserve_us) },
 	{ "wc_reserve_full", PART_SCALAR, AT(wc.reserve_full) },
 	{ "wc_writes_failed", PART_SCALAR, AT(wc.writes_failed) },
 	{ "wc_bytes_dropped", PART_SCALAR, AT(wc.bytes_dropped) },

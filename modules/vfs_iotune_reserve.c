@@ -91,14 +91,21 @@ int iotune_cache_reserve_inline(void *private_data, uint64_t off,
 	struct iotune_cache *cache = private_data;
 	struct iotune_file *owner = cache->files;
 	uint64_t started = iotune_now_us();
+	uint64_t us;
 	int ret;
 
 	ret = SMB_VFS_NEXT_FALLOCATE(owner->handle, owner->fsp, 0,
 				     (off_t)off, (off_t)len);
-	if (ret != 0) {
-		return errno;
+	ret = ret == 0 ? 0 : errno;
+	us = iotune_now_us() - started;
+	if (iotune_counting(cache->share)) {
+		/* the time smbd's main thread could not serve anyone */
+		cache->share->stats.wc.reserve_us += us;
 	}
-	iotune_reserve_cost(cache->share, iotune_now_us() - started);
+	if (ret != 0) {
+		return ret;
+	}
+	iotune_reserve_cost(cache->share, us);
 	return 0;
 }
 

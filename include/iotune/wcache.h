@@ -103,6 +103,7 @@ struct iotune_wc_stats {
 	uint64_t caches_active;
 	uint64_t caches_refused;
 	uint64_t reserve_calls;
+	uint64_t reserve_us;		/* main thread's time in those calls */
 	uint64_t reserve_full;		/* no space: written through */
 	uint64_t writes_failed;		/* failed with a flush error */
 	uint64_t bytes_dropped;		/* could never be written */
