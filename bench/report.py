@@ -297,6 +297,20 @@ def one_trip_per_depth(r, size, trip_us):
     return moved / (free_s + trip_us / 1e6) / 1e6 / r['1M without']
 
 
+def free_plus_reserving(r, size):
+    """The cached run as it would be if it differed from the one with
+    free reservations only by the time smbd's main thread spent in the
+    cache's reservation calls (measured in the cached runs; nothing else
+    can happen on that thread meanwhile).  As a fraction of 1M writes
+    without the cache; None where the run has no such figure."""
+    if 'reserve ms ' + size not in r:
+        return None
+    moved = r['bytes ' + size]
+    free_s = moved / (r['free reservations ' + size] * 1e6)
+    spent_s = r['reserve ms ' + size] / 1e3
+    return moved / (free_s + spent_s) / 1e6 / r['1M without']
+
+
 def coalescing_rows(wm):
     """cached 16K and 64K writes / 1M writes without the cache, same
     depth; the bounds: the same with reservations that cost nothing,
@@ -318,6 +332,14 @@ def coalescing_rows(wm):
                 if alone:
                     detail += (', as it costs alone (%.0f us): %.2f' % (
                         alone, one_trip_per_depth(r, size, alone)))
+            both = free_plus_reserving(r, size)
+            if both is not None:
+                detail += ('; smbd\'s main thread in reservation calls '
+                           '%.1f of %.1f ms per cached run, free reservations '
+                           'plus that time: %.2f' % (
+                               r['reserve ms ' + size],
+                               r['bytes ' + size] / r['cached ' + size] / 1e3,
+                               both))
             if 'null ' + size in r:
                 detail += '; writes that write nothing: %.2f' % (
                     r['null ' + size] / r['1M without'])

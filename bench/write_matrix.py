@@ -162,6 +162,23 @@ class Pumper:
             os.sync()
         return total / elapsed / 1e6
 
+    def run_reserving(self, share, total, block, depth):
+        """run(), and the milliseconds smbd's main thread spent in the
+        cache's reservation calls during it (iotune's counter
+        wc_reserve_us, published by the connection's process once a
+        second: read once it counts all of the run's writes)"""
+        def counter(c, name):
+            return c.get(name, 0)
+        before = harness.iotune_counters(self.smbd, share)
+        mbs = self.run(share, total, block, depth)
+        writes = counter(before, 'wc_writes_total') + total // block
+        after = harness.iotune_counters_until(
+            self.smbd, share,
+            lambda c: counter(c, 'wc_writes_total') >= writes)
+        spent = counter(after, 'wc_reserve_us') - counter(before,
+                                                          'wc_reserve_us')
+        return mbs, spent / 1000
+
     def echo_us(self, share, count, depth):
         """microseconds per SMB2 ECHO, depth in flight, on share's
         connection: the round trip of a request that does nothing"""
@@ -328,7 +345,11 @@ def coalescing_goal(pumper, kind, shares, rounds, scale):
     answering every fallocate at once ('fallocate skip'): what the cache
     reaches when the reservation each cached write makes before it is
     acknowledged costs nothing; and, where the run has the share, the
-    same writes answered at once writing nothing (the request path)."""
+    same writes answered at once writing nothing (the request path).
+    Each cached run also gives the time smbd's main thread spent in the
+    cache's reservation calls ('reserve ms'; inline calls block it: a
+    round trip on GlusterFS, a wait for the file's direct writes in
+    flight on O_DIRECT), and 'bytes' how much each run wrote."""
     tuned, base, free = shares
     rows = []
     for depth in COALESCE_DEPTHS:
@@ -337,7 +358,8 @@ def coalescing_goal(pumper, kind, shares, rounds, scale):
         for block in COALESCE_BLOCKS:
             total = total_for(block, scale)
             fns['cached %s' % size_name(block)] = (
-                lambda b=block, t=total: pumper.run(tuned, t, b, depth))
+                lambda b=block, t=total: pumper.run_reserving(tuned, t, b,
+                                                              depth))
             fns['free reservations %s' % size_name(block)] = (
                 lambda b=block, t=total: pumper.run(free, t, b, depth))
             if NULL_WRITES in pumper.smbd.shares:
@@ -348,13 +370,19 @@ def coalescing_goal(pumper, kind, shares, rounds, scale):
             fn()        # a warm-up run of each
         m = median_alternating(rounds, fns)
         row = {'backend': kind, 'depth': depth}
+        for b in COALESCE_BLOCKS:
+            name = size_name(b)
+            m['cached ' + name], m['reserve ms ' + name] = (
+                m['cached ' + name])
+            row['bytes ' + name] = total_for(b, scale)
         row.update({k: round(v, 1) for k, v in m.items()})
         rows.append(row)
         for b in COALESCE_BLOCKS:
             name = size_name(b)
             print('%s x%d: 1M without the cache %.0f MB/s; %s cached %.0f '
                   '(%.2f of it, goal >= 0.90), with free reservations %.0f '
-                  '(%.2f)%s' % (
+                  '(%.2f)%s; main thread in reservations %.1f ms of %.1f '
+                  'per cached run' % (
                       kind, depth, m['1M without'], name,
                       m['cached ' + name],
                       m['cached ' + name] / m['1M without'],
@@ -363,7 +391,10 @@ def coalescing_goal(pumper, kind, shares, rounds, scale):
                       ', writing nothing %.0f (%.2f)' % (
                           m['null ' + name],
                           m['null ' + name] / m['1M without'])
-                      if 'null ' + name in m else ''), flush=True)
+                      if 'null ' + name in m else '',
+                      m['reserve ms ' + name],
+                      row['bytes ' + name] / m['cached ' + name] / 1e3),
+                  flush=True)
     return rows
 
 
