@@ -292,9 +292,15 @@ def one_trip_per_depth(r, size, trip_us):
     time they take with free reservations plus one round trip.  As a
     fraction of 1M writes without the cache."""
     block = {'16K': 16 * 1024, '64K': 64 * 1024}[size]
-    moved = r['depth'] * block
+    return free_plus_seconds(r, size, r['depth'] * block, trip_us / 1e6)
+
+
+def free_plus_seconds(r, size, moved, extra_s):
+    """moved bytes at the speed of the cached writes with free
+    reservations, extra_s seconds later: a fraction of 1M writes
+    without the cache"""
     free_s = moved / (r['free reservations ' + size] * 1e6)
-    return moved / (free_s + trip_us / 1e6) / 1e6 / r['1M without']
+    return moved / (free_s + extra_s) / 1e6 / r['1M without']
 
 
 def free_plus_reserving(r, size):
@@ -305,10 +311,8 @@ def free_plus_reserving(r, size):
     without the cache; None where the run has no such figure."""
     if 'reserve ms ' + size not in r:
         return None
-    moved = r['bytes ' + size]
-    free_s = moved / (r['free reservations ' + size] * 1e6)
-    spent_s = r['reserve ms ' + size] / 1e3
-    return moved / (free_s + spent_s) / 1e6 / r['1M without']
+    return free_plus_seconds(r, size, r['bytes ' + size],
+                             r['reserve ms ' + size] / 1e3)
 
 
 def coalescing_rows(wm):

@@ -167,16 +167,13 @@ class Pumper:
         cache's reservation calls during it (iotune's counter
         wc_reserve_us, published by the connection's process once a
         second: read once it counts all of the run's writes)"""
-        def counter(c, name):
-            return c.get(name, 0)
         before = harness.iotune_counters(self.smbd, share)
         mbs = self.run(share, total, block, depth)
-        writes = counter(before, 'wc_writes_total') + total // block
+        writes = before.get('wc_writes_total', 0) + total // block
         after = harness.iotune_counters_until(
             self.smbd, share,
-            lambda c: counter(c, 'wc_writes_total') >= writes)
-        spent = counter(after, 'wc_reserve_us') - counter(before,
-                                                          'wc_reserve_us')
+            lambda c: c.get('wc_writes_total', 0) >= writes)
+        spent = after.get('wc_reserve_us', 0) - before.get('wc_reserve_us', 0)
         return mbs, spent / 1000
 
     def echo_us(self, share, count, depth):
