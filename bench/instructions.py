@@ -85,7 +85,10 @@ def totals(path, timeout=120):
 
 
 PUBLISHING = ('iotune_publish_fn', 'iotune_share_retire')
-OWN_FILE = re.compile(r'(^|/)(modules|include/iotune)/[^/]+\.[ch]$')
+# iotune's sources; Samba's own modules (source3/modules, ldb's) are not,
+# should its debugging symbols be installed
+OWN_FILE = re.compile(r'(^|/)(?<!source3/)(?<!ldb/)'
+                      r'(modules|include/iotune)/[^/]+\.[ch]$')
 
 
 def own_instructions(path):

@@ -1,0 +1,121 @@
+# The parsers behind the benchmark's pass-through goal: what
+# bench/instructions.py counts as iotune's own instructions in a
+# callgrind output file (cost lines while the current file, fl= or an
+# inlined fi=/fe=, is one of iotune's sources; not the inclusive cost of
+# a call; compressed names resolved), checked on small hand-written
+# callgrind files in the format valgrind 3.19 writes.
+#
+# No smbd: this file starts nothing.  It runs in the integration stage
+# (tests/run_all.py: it carries no stage marker) and alone:
+#   /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+#       tests/integration/test_bench_tools.py
+#
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import os
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+sys.path.insert(0, os.path.join(REPO, 'bench'))
+
+import instructions  # noqa: E402
+
+HEADER = '''# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 4242
+cmd:  /usr/sbin/smbd --foreground
+part: 1
+
+positions: line
+events: Ir
+summary: 100000
+
+'''
+
+
+def own(tmp_path, body):
+    path = tmp_path / 'callgrind.4242'
+    path.write_text(HEADER + body)
+    return instructions.own_instructions(str(path))
+
+
+def test_cost_lines_of_own_files_count(tmp_path):
+    body = '''ob=(1) /usr/lib/x86_64-linux-gnu/samba/vfs/iotune.so
+fl=(1) /work/main/build/../modules/wcache.c
+fn=(1) iotune_wc_write
+10 5
++1 3
+* 2
+'''
+    assert own(tmp_path, body) == 10
+
+
+def test_other_files_do_not_count(tmp_path):
+    body = '''ob=(2) /usr/lib/x86_64-linux-gnu/samba/libsmbd-base.so.0
+fl=(2) ???
+fn=(2) smbd_smb2_request_process_write
+0 700
+fl=(3) /build/samba/source3/modules/vfs_default.c
+fn=(3) vfswrap_pwrite_send
+12 90
+fl=(4) /build/samba/lib/ldb/modules/asq.c
+fn=(4) asq_search
+3 40
+'''
+    assert own(tmp_path, body) == 0
+
+
+def test_inlined_own_code_counts_until_the_next_function(tmp_path):
+    # fi=/fe= switch the file of the cost lines that follow; fn= goes
+    # back to the function's own file; (id) alone names a file that an
+    # earlier line named in full, cfi= included
+    body = '''fl=(1) /work/main/modules/vfs_iotune_io.c
+fn=(1) iotune_pwrite_send
+5 7
+fl=(2) ???
+fn=(2) tevent_req_post
+cfi=(3) /work/main/include/iotune/util.h
+cfn=(3) iotune_min
+calls=1 0
+0 0
+fi=(3)
+0 11
+fe=(2)
+0 500
+fi=(1)
+0 13
+fn=(4) talloc_free
+0 300
+'''
+    assert own(tmp_path, body) == 7 + 11 + 13
+
+
+def test_inclusive_cost_of_calls_does_not_count(tmp_path):
+    body = '''fl=(1) /work/main/modules/vfs_iotune_pass.c
+fn=(1) iotune_pass_pwrite_send
+3 20
+cfl=(2) ???
+cfn=(2) vfswrap_pwrite_send
+calls=1 0
+4 90000
+5 6
+'''
+    assert own(tmp_path, body) == 26
+
+
+@pytest.mark.parametrize('path, is_own', [
+    ('/work/main/modules/rsvq.c', True),
+    ('../modules/vfs_iotune.c', True),
+    ('modules/wcache_priv.h', True),
+    ('/work/main/include/iotune/wcache.h', True),
+    ('/build/samba-4.17/source3/modules/vfs_default.c', False),
+    ('../../source3/modules/vfs_io_uring.c', False),
+    ('/build/samba-4.17/lib/ldb/modules/rdn_name.c', False),
+    ('/work/main/modules/sub/x.c', False),
+    ('/work/main/tests/unit/test_wcache.c', False),
+])
+def test_own_file_names(path, is_own):
+    assert bool(instructions.OWN_FILE.search(path)) is is_own
