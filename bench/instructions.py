@@ -40,7 +40,9 @@
 # reports the instructions in iotune's own code per request (its source
 # files, inlined parts included; not what it calls: libc, smbd, the next
 # layer), which does not depend on that, and the lowest and highest
-# ratio of the rounds.
+# ratio of the rounds.  Where iotune passes the requests by (the goal's
+# cells), a second share without iotune runs in the same rounds (the
+# control): its ratio to the first is what two alike shares read.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -218,7 +220,8 @@ def main():
     workdir = harness.scratch_dir('bench-insn-')
     outdir = os.path.join(workdir, 'callgrind')
     os.makedirs(outdir)
-    shares = {name: LOCAL_SHARES[name] for kind in ('pagecache', 'odirect')
+    shares = {name: LOCAL_SHARES[name]
+              for kind in ('pagecache', 'odirect', 'control')
               for name in PAIRS[kind]}
     wrapper = ['valgrind', '--tool=callgrind', '--quiet',
                '--callgrind-out-file=%s/callgrind.%%p' % outdir]
@@ -248,12 +251,17 @@ def measure(args, counter, shares):
     for op, block, depth in CELLS:
         for kind in ('pagecache', 'odirect'):
             tuned, base = PAIRS[kind]
-            got = {tuned: [], base: []}
+            # the control share: a second share without iotune, in the
+            # same rounds, where the pair is iotune passing requests by
+            # against a share without it (the criterion's noise floor)
+            control = (PAIRS['control'][0]
+                       if passes_by(kind, op, block) else None)
+            got = {tuned: [], base: [], control: []}
             own = []
             small, large = cell_bytes(args, block)
             for r in range(args.rounds):
-                order = (tuned, base) if r % 2 == 0 else (base, tuned)
-                for share in order:
+                order = [s for s in (tuned, base, control) if s]
+                for share in order if r % 2 == 0 else order[::-1]:
                     mib, own_mib = counter.per_mib(
                         share, block, depth, small, large, op)
                     got[share].append(mib)
@@ -261,6 +269,8 @@ def measure(args, counter, shares):
                         own.append(own_mib)
             row = cell_row(kind, op, block, depth, small, large,
                            got[tuned], got[base], own)
+            if control:
+                row.update(control_row(got[control], got[base]))
             rows.append(row)
             print('insn %-9s %-5s %4s x%-2d  iotune %10.0f  without '
                   '%10.0f instructions/MiB  %.3fx (rounds %.3f-%.3f)  '
@@ -270,7 +280,31 @@ def measure(args, counter, shares):
                    row['ratio'], row['ratio_low'], row['ratio_high'],
                    row['extra_per_request'], row['own_per_request']),
                   flush=True)
+            if control:
+                print('insn %-9s %-5s %4s x%-2d  control (a second share '
+                      'without iotune) %.3fx (rounds %.3f-%.3f)' %
+                      ('control', op, size_name(block), depth,
+                       row['control_ratio'], row['control_low'],
+                       row['control_high']), flush=True)
     return rows
+
+
+def passes_by(kind, op, block):
+    """whether the cell's requests pass iotune by: on the page-cache
+    share, writes of 64 KiB and more (the cache takes smaller ones) and
+    every read"""
+    return kind == 'pagecache' and (op == 'read' or block >= 64 * KIB)
+
+
+def control_row(control, base):
+    """the control share against the share without iotune: the median
+    of each, their ratio, and the rounds' lowest and highest ratio"""
+    ratios = [c / b for c, b in zip(control, base)]
+    return {'control_insn_per_mib': round(statistics.median(control)),
+            'control_ratio': round(round(statistics.median(control)) /
+                                   round(statistics.median(base)), 3),
+            'control_low': round(min(ratios), 3),
+            'control_high': round(max(ratios), 3)}
 
 
 def cell_row(kind, op, block, depth, small, large, tuned, base, own):

@@ -448,7 +448,7 @@ def instruction_rows(insn):
         # the page-cache pair is the one against a share without iotune
         # (O_DIRECT's is against iotune without its cache), and there
         # writes of 64 KiB and more, and all reads, pass iotune by
-        if r['backend'] != 'pagecache' or r['block'] < 64 * 1024:
+        if not instructions_passes_by(r):
             continue
         rows.append(('%s: %s %s x%d passed through, <= 1.03x the '
                      'instructions' % (r['backend'], r.get('op', 'write') +
@@ -458,6 +458,12 @@ def instruction_rows(insn):
                      'met' if r['ratio'] <= 1.03 else 'not met',
                      insn_detail(r)))
     return rows
+
+
+def instructions_passes_by(r):
+    """bench/instructions.py's passes_by() of a cell"""
+    return r['backend'] == 'pagecache' and (
+        r.get('op', 'write') == 'read' or r['block'] >= 64 * 1024)
 
 
 def insn_detail(r):
@@ -471,6 +477,11 @@ def insn_detail(r):
                  (r['own_per_request'], 1 + r['own_per_request'] /
                   (r['base_insn_per_mib'] * r['block'] / MIB),
                   r['ratio_low'], r['ratio_high']))
+    if 'control_ratio' in r:
+        text += ('; the control, a second share without iotune, in the '
+                 'same rounds: %.3fx (rounds %.3f-%.3f)' %
+                 (r['control_ratio'], r['control_low'],
+                  r['control_high']))
     return text
 
 
@@ -561,13 +572,17 @@ def instructions_section(insn, md):
            '(the rounds\' lowest and highest ratio are shown) with how '
            'often smbd\'s main loop goes around per request; the '
            'instructions in iotune\'s own source files (inlined parts '
-           'included, not what they call) do not.' %
+           'included, not what they call) do not; where iotune passes '
+           'requests by, a second share without iotune (the control) ran '
+           'in the same rounds, against the first: what the ratio of two '
+           'alike shares reads.' %
            (insn['large_mib'], insn['small_mib'], larger_cells(insn)), '',
            '| share | requests | iotune | without | ratio | rounds | '
-           'per request | in iotune\'s code |',
-           '|---|---|---|---|---|---|---|---|']
+           'per request | in iotune\'s code | control |',
+           '|---|---|---|---|---|---|---|---|---|']
     for r in insn['cells']:
-        md.append('| %s | %s %s x%d | %.0f | %.0f | %.3f | %s | %s | %s |' %
+        md.append('| %s | %s %s x%d | %.0f | %.0f | %.3f | %s | %s | %s '
+                  '| %s |' %
                   (r['backend'], r.get('op', 'write') + 's',
                    size_name(r['block']), r['depth'],
                    r['iotune_insn_per_mib'], r['base_insn_per_mib'],
@@ -576,7 +591,11 @@ def instructions_section(insn, md):
                    if 'ratio_low' in r else '',
                    '%+d' % r['extra_per_request']
                    if 'extra_per_request' in r else '',
-                   r.get('own_per_request', '')))
+                   r.get('own_per_request', ''),
+                   '%.3f (%.3f-%.3f)' % (r['control_ratio'],
+                                         r['control_low'],
+                                         r['control_high'])
+                   if 'control_ratio' in r else ''))
     md.append('')
 
 

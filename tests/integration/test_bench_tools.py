@@ -3,7 +3,8 @@
 # callgrind output file (cost lines while the current file, fl= or an
 # inlined fi=/fe=, is one of iotune's sources; not the inclusive cost of
 # a call; compressed names resolved), checked on small hand-written
-# callgrind files in the format valgrind 3.19 writes.
+# callgrind files in the format valgrind 3.19 writes; and which cells
+# pass iotune by and get a control share, and how the report shows it.
 #
 # No smbd: this file starts nothing.  It runs in the integration stage
 # (tests/run_all.py: it carries no stage marker) and alone:
@@ -21,6 +22,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, os.path.join(REPO, 'bench'))
 
 import instructions  # noqa: E402
+import report  # noqa: E402
 
 HEADER = '''# callgrind format
 version: 1
@@ -119,3 +121,48 @@ calls=1 0
 ])
 def test_own_file_names(path, is_own):
     assert bool(instructions.OWN_FILE.search(path)) is is_own
+
+
+# The control of the pass-through cells: a second share without iotune
+# in the same rounds, shown next to the goal (bench/report.py)
+
+@pytest.mark.parametrize('kind, op, block, passes', [
+    ('pagecache', 'write', 4 * 1024, False),
+    ('pagecache', 'write', 64 * 1024, True),
+    ('pagecache', 'write', 1024 * 1024, True),
+    ('pagecache', 'read', 64 * 1024, True),
+    ('odirect', 'write', 64 * 1024, False),
+    ('odirect', 'read', 1024 * 1024, False),
+])
+def test_which_cells_pass_iotune_by(kind, op, block, passes):
+    assert instructions.passes_by(kind, op, block) is passes
+    row = {'backend': kind, 'op': op, 'block': block}
+    assert report.instructions_passes_by(row) is passes
+
+
+def test_control_row_pairs_the_rounds_in_order():
+    row = instructions.control_row([110, 90, 101], [100, 100, 99])
+    assert row['control_insn_per_mib'] == 101
+    assert row['control_ratio'] == 1.01
+    assert row['control_low'] == 0.9
+    assert row['control_high'] == 1.1
+
+
+def test_report_shows_the_control_beside_the_goal():
+    cell = {'backend': 'pagecache', 'op': 'write', 'block': 64 * 1024,
+            'depth': 8, 'small_mib': 8, 'large_mib': 40,
+            'iotune_insn_per_mib': 381774, 'base_insn_per_mib': 369900,
+            'ratio': 1.032, 'ratio_low': 0.997, 'ratio_high': 1.062,
+            'extra_per_request': 742, 'own_per_request': 369,
+            'control_insn_per_mib': 370000, 'control_ratio': 1.0,
+            'control_low': 0.97, 'control_high': 1.04}
+    rows = report.instruction_rows({'cells': [cell]})
+    assert len(rows) == 1
+    assert rows[0][2] == 'not met'
+    assert 'control, a second share without iotune' in rows[0][3]
+    assert '1.000x (rounds 0.970-1.040)' in rows[0][3]
+    md = []
+    report.instructions_section({'cells': [cell], 'small_mib': 8,
+                                 'large_mib': 40}, md)
+    line = [m for m in md if m.startswith('| pagecache | writes 64K')][0]
+    assert line.endswith('| 1.000 (0.970-1.040) |')
