@@ -295,6 +295,18 @@ def one_trip_per_depth(r, size, trip_us):
     return free_plus_seconds(r, size, r['depth'] * block, trip_us / 1e6)
 
 
+def one_trip_at_backend_speed(r, size, trip_us):
+    """The same bound with the writes otherwise as fast as 1M writes
+    without the cache (the goal's own yardstick) instead of cached
+    writes with free reservations: d writes move at most d * size bytes
+    per (their time at that speed + one round trip).  No cache that
+    answers a write only once its bytes are reserved can beat it."""
+    block = {'16K': 16 * 1024, '64K': 64 * 1024}[size]
+    moved = r['depth'] * block
+    rate = r['1M without'] * 1e6
+    return moved / (moved / rate + trip_us / 1e6) / rate
+
+
 def free_plus_seconds(r, size, moved, extra_s):
     """moved bytes at the speed of the cached writes with free
     reservations, extra_s seconds later: a fraction of 1M writes
@@ -334,8 +346,12 @@ def coalescing_rows(wm):
                                one_trip_per_depth(r, size, trip)))
                 alone = reservation_alone_us(wm, r['backend'])
                 if alone:
-                    detail += (', as it costs alone (%.0f us): %.2f' % (
-                        alone, one_trip_per_depth(r, size, alone)))
+                    detail += (', as it costs alone (%.0f us): %.2f; '
+                               'and with the writes otherwise as fast as '
+                               '1M writes without the cache: %.2f' % (
+                                   alone, one_trip_per_depth(r, size, alone),
+                                   one_trip_at_backend_speed(r, size,
+                                                             alone)))
             both = free_plus_reserving(r, size)
             if both is not None:
                 detail += ('; smbd\'s main thread in reservation calls '
@@ -500,7 +516,10 @@ def goals_section(wm, insn, md, again=None):
            'than with free ones (the 4 KiB x1 cells give how long, and '
            '`bench/gfapi_cost.py` how long one takes alone, without '
            'smbd: the stricter bound), so with d in flight, d writes '
-           'take at least that round trip more (Little\'s law).  Round '
+           'take at least that round trip more (Little\'s law); and the '
+           'same with the writes otherwise as fast as the 1 MiB writes '
+           'without the cache, the bound no cache that answers a write '
+           'only once its bytes are reserved can pass.  Round '
            'trip: with one write in flight a write cannot be answered '
            'faster than an SMB2 ECHO on the same connection, so ECHO / '
            'cached write is the fraction of that bound reached; every '

@@ -166,3 +166,19 @@ def test_report_shows_the_control_beside_the_goal():
                                  'large_mib': 40}, md)
     line = [m for m in md if m.startswith('| pagecache | writes 64K')][0]
     assert line.endswith('| 1.000 (0.970-1.040) |')
+
+
+# The bound of exact reservations where one is a round trip, at the
+# speed of the goal's own yardstick (1 MiB writes without the cache)
+
+def test_one_trip_at_backend_speed():
+    r = {'depth': 4, '1M without': 1000.0}
+    # 4 x 64 KiB = 262144 bytes take 262.144 us at 1000 MB/s; one
+    # round trip of 262.144 us more halves the rate
+    assert report.one_trip_at_backend_speed(r, '64K', 262.144) == \
+        pytest.approx(0.5)
+    assert report.one_trip_at_backend_speed(r, '16K', 0) == \
+        pytest.approx(1.0)
+    deeper = dict(r, depth=16)
+    assert report.one_trip_at_backend_speed(deeper, '64K', 262.144) == \
+        pytest.approx(0.8)
