@@ -13,11 +13,7 @@ import platform
 import subprocess
 import sys
 
-import matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # noqa: E402
-
-from benchlib import MIB, regression_summary, size_name  # noqa: E402
+from benchlib import MIB, regression_summary, size_name
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -33,6 +29,17 @@ BACKENDS = {
     'fuse-wb-on': 'GlusterFS FUSE mount, GlusterFS write-behind on',
     'fuse-wb-off': 'GlusterFS FUSE mount, GlusterFS write-behind off',
 }
+
+
+def pyplot():
+    """matplotlib's pyplot, loaded for the charts alone: the report's
+    text, and the tests that read it (tests/integration/
+    test_bench_tools.py, also in the Debian 13 chroot, which has no
+    matplotlib), need none"""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt
 
 
 # the pair of identical shares whose spread is printed under a column
@@ -81,6 +88,7 @@ def machine():
 def write_chart(cells, backend, out):
     mine = [c for c in cells if c['backend'] == backend]
     depths = sorted({c['depth'] for c in mine})
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for i, depth in enumerate(depths):
         row = sorted((c for c in mine if c['depth'] == depth),
@@ -139,6 +147,7 @@ def readahead_chart(ra, out):
     labels = {'all_ram': 'all RAM free',
               'cgroup': 'smbd in a %d MiB cgroup' % ra['memory_limit_mib']}
     modes = ['kernel', 'adaptive', 'off']
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
     width = 0.8 / len(modes)
     for j, (key, ylabel) in enumerate([('mbs', 'MB/s served'),
@@ -163,6 +172,7 @@ def readahead_chart(ra, out):
 
 def dropbehind_chart(ra, out):
     c = ra['c']
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(7, 3.4))
     names = ['without drop-behind', 'drop behind = yes']
     axes[0].bar(names, [100 * c['kernel']['resident'],
