@@ -45,6 +45,13 @@ KIB = 1024
 MIB = 1024 * KIB
 
 
+def passes_by(kind, op, block):
+    """whether bench/instructions.py's cell of kind, op (write or read)
+    and block passes iotune by: on the page-cache share, writes of 64 KiB
+    and more (the cache takes smaller ones) and every read"""
+    return kind == 'pagecache' and (op == 'read' or block >= 64 * KIB)
+
+
 def size_name(n):
     return '%dM' % (n // MIB) if n >= MIB else '%dK' % (n // KIB)
 

@@ -60,7 +60,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '..', 'tests', 'integration'))
 
 import harness  # noqa: E402
-from benchlib import KIB, MIB, size_name  # noqa: E402
+from benchlib import KIB, MIB, passes_by, size_name  # noqa: E402
 from write_matrix import LOCAL_SHARES, PAIRS  # noqa: E402
 
 # (writes or reads, size, in flight); 64 KiB and larger writes pass the
@@ -289,20 +289,14 @@ def measure(args, counter, shares):
     return rows
 
 
-def passes_by(kind, op, block):
-    """whether the cell's requests pass iotune by: on the page-cache
-    share, writes of 64 KiB and more (the cache takes smaller ones) and
-    every read"""
-    return kind == 'pagecache' and (op == 'read' or block >= 64 * KIB)
-
-
 def control_row(control, base):
     """the control share against the share without iotune: the median
     of each, their ratio, and the rounds' lowest and highest ratio"""
     ratios = [c / b for c, b in zip(control, base)]
-    return {'control_insn_per_mib': round(statistics.median(control)),
-            'control_ratio': round(round(statistics.median(control)) /
-                                   round(statistics.median(base)), 3),
+    median = round(statistics.median(control))
+    return {'control_insn_per_mib': median,
+            'control_ratio': round(median / round(statistics.median(base)),
+                                   3),
             'control_low': round(min(ratios), 3),
             'control_high': round(max(ratios), 3)}
 

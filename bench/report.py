@@ -13,7 +13,8 @@ import platform
 import subprocess
 import sys
 
-from benchlib import MIB, regression_summary, size_name
+from benchlib import MIB, passes_by, regression_summary, \
+    size_name
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -487,9 +488,9 @@ def instruction_rows(insn):
 
 
 def instructions_passes_by(r):
-    """bench/instructions.py's passes_by() of a cell"""
-    return r['backend'] == 'pagecache' and (
-        r.get('op', 'write') == 'read' or r['block'] >= 64 * 1024)
+    """benchlib's passes_by() of a cell of bench/instructions.py (older
+    runs' cells have no op: writes)"""
+    return passes_by(r['backend'], r.get('op', 'write'), r['block'])
 
 
 def insn_detail(r):
