@@ -295,6 +295,10 @@ def reservation_alone_us(wm, backend):
     return floor_row(wm, backend).get('fallocate_us', 0)
 
 
+# the coalescing goal's cached request sizes, by their names in the JSON
+COALESCE_BYTES = {'16K': 16 * 1024, '64K': 64 * 1024}
+
+
 def one_trip_per_depth(r, size, trip_us):
     """The bound of exact reservations: with d writes in flight the client
     sends no more before one of them is answered, and none is answered
@@ -302,7 +306,7 @@ def one_trip_per_depth(r, size, trip_us):
     reservation's round trip at least once: d writes take at least the
     time they take with free reservations plus one round trip.  As a
     fraction of 1M writes without the cache."""
-    block = {'16K': 16 * 1024, '64K': 64 * 1024}[size]
+    block = COALESCE_BYTES[size]
     return free_plus_seconds(r, size, r['depth'] * block, trip_us / 1e6)
 
 
@@ -312,7 +316,7 @@ def one_trip_at_backend_speed(r, size, trip_us):
     writes with free reservations: d writes move at most d * size bytes
     per (their time at that speed + one round trip).  No cache that
     answers a write only once its bytes are reserved can beat it."""
-    block = {'16K': 16 * 1024, '64K': 64 * 1024}[size]
+    block = COALESCE_BYTES[size]
     moved = r['depth'] * block
     rate = r['1M without'] * 1e6
     return moved / (moved / rate + trip_us / 1e6) / rate
