@@ -3,6 +3,8 @@
 # vfs_glusterfs with and without iotune, and shares on a FUSE mount of it
 # (GlusterFS's own client, whose write-behind is the anchor: it is
 # measured on and off, since vfs_glusterfs switches it to pass-through).
+# A control pair (a second share without iotune against the first) is
+# measured after the matrix, in both runs.
 # A reservation's cost alone (bench/gfapi_cost.py) goes with the
 # round-trip floor: the bound of exact reservations with one write in
 # flight.
@@ -19,6 +21,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import gfapi_cost  # noqa: E402
 import gluster  # noqa: E402
 import harness  # noqa: E402
+
+
+def control_matrix(pumper, wm, args, blocks, depths):
+    """the control pair: a second share through vfs_glusterfs without
+    iotune against the first, both on new connections (so new smbd
+    processes, as the local pairs have: the first's process has just
+    run the matrix).  What two alike shares read, cell by cell: the
+    noise floor the no-regression goal is judged against."""
+    pumper.fresh(*wm.PAIRS['glusterfs-control'])
+    return wm.matrix(pumper, 'glusterfs-control', args.rounds, args.scale,
+                     blocks, depths)
 
 
 def run(args, blocks, depths, wm):
@@ -41,6 +54,7 @@ def run(args, blocks, depths, wm):
             f.write(wm.NULL_WRITE)
         shares = {
             'gl_plain': volume.share('glusterfs'),
+            'gl_plain_b': volume.share('glusterfs'),
             'gl_iotune': volume.share('iotune glusterfs'),
             'gl_free_reservations': volume.share(
                 'iotune iotune_fault glusterfs',
@@ -56,6 +70,7 @@ def run(args, blocks, depths, wm):
             pumper = wm.Pumper(smbd, delete=False)
             out['cells'] += wm.matrix(pumper, 'glusterfs', args.rounds,
                                       args.scale, blocks, depths)
+            out['cells'] += control_matrix(pumper, wm, args, blocks, depths)
             if args.matrix_only:
                 pumper.quit()
                 return out

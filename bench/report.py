@@ -15,6 +15,8 @@ import sys
 
 from benchlib import MIB, passes_by, regression_summary, \
     size_name
+from bounds import exact_reservation_bound, free_plus_reserving, \
+    one_trip_at_backend_speed, one_trip_per_depth
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 
@@ -27,6 +29,9 @@ BACKENDS = {
                        'direct writes / the first (the noise floor of '
                        'the O_DIRECT column)',
     'glusterfs': 'GlusterFS through `vfs_glusterfs`',
+    'glusterfs-control': 'GlusterFS control: a second share through '
+                         '`vfs_glusterfs` without iotune / the first (the '
+                         'noise floor of the GlusterFS column)',
     'fuse-wb-on': 'GlusterFS FUSE mount, GlusterFS write-behind on',
     'fuse-wb-off': 'GlusterFS FUSE mount, GlusterFS write-behind off',
 }
@@ -45,7 +50,16 @@ def pyplot():
 
 # the pair of identical shares whose spread is printed under a column
 CONTROL_OF = {'odirect': 'odirect-control', 'pagecache': 'control',
-              'glusterfs': 'control'}
+              'glusterfs': 'glusterfs-control'}
+
+
+def control_of(cells, backend):
+    """the control pair of a column: its own, or (runs before GlusterFS
+    had one) the page-cache share's"""
+    name = CONTROL_OF.get(backend, 'control')
+    if any(c['backend'] == name for c in cells):
+        return name
+    return 'control'
 
 
 def control_spread(cells, name, depth=None):
@@ -135,7 +149,7 @@ def ratio_table(cells, backend):
             cols.append('%.2f (%.2f-%.2f)' % (c['ratio'], c['ratio_q1'],
                                               c['ratio_q3']))
         lines.append('| %s | %s |' % (size_name(b), ' | '.join(cols)))
-    name = CONTROL_OF.get(backend, 'control')
+    name = control_of(cells, backend)
     if backend not in CONTROL_OF.values() and control_spread(cells, name):
         spreads = [control_spread(cells, name, d) for d in depths]
         cols = ['%.2f-%.2f' % sp if sp else '-' for sp in spreads]
@@ -295,53 +309,6 @@ def reservation_alone_us(wm, backend):
     return floor_row(wm, backend).get('fallocate_us', 0)
 
 
-# the coalescing goal's cached request sizes, by their names in the JSON
-COALESCE_BYTES = {'16K': 16 * 1024, '64K': 64 * 1024}
-
-
-def one_trip_per_depth(r, size, trip_us):
-    """The bound of exact reservations: with d writes in flight the client
-    sends no more before one of them is answered, and none is answered
-    before its bytes are reserved, so every d writes wait for a
-    reservation's round trip at least once: d writes take at least the
-    time they take with free reservations plus one round trip.  As a
-    fraction of 1M writes without the cache."""
-    block = COALESCE_BYTES[size]
-    return free_plus_seconds(r, size, r['depth'] * block, trip_us / 1e6)
-
-
-def one_trip_at_backend_speed(r, size, trip_us):
-    """The same bound with the writes otherwise as fast as 1M writes
-    without the cache (the goal's own yardstick) instead of cached
-    writes with free reservations: d writes move at most d * size bytes
-    per (their time at that speed + one round trip).  No cache that
-    answers a write only once its bytes are reserved can beat it."""
-    block = COALESCE_BYTES[size]
-    moved = r['depth'] * block
-    rate = r['1M without'] * 1e6
-    return moved / (moved / rate + trip_us / 1e6) / rate
-
-
-def free_plus_seconds(r, size, moved, extra_s):
-    """moved bytes at the speed of the cached writes with free
-    reservations, extra_s seconds later: a fraction of 1M writes
-    without the cache"""
-    free_s = moved / (r['free reservations ' + size] * 1e6)
-    return moved / (free_s + extra_s) / 1e6 / r['1M without']
-
-
-def free_plus_reserving(r, size):
-    """The cached run as it would be if it differed from the one with
-    free reservations only by the time smbd's main thread spent in the
-    cache's reservation calls (measured in the cached runs; nothing else
-    can happen on that thread meanwhile).  As a fraction of 1M writes
-    without the cache; None where the run has no such figure."""
-    if 'reserve ms ' + size not in r:
-        return None
-    return free_plus_seconds(r, size, r['bytes ' + size],
-                             r['reserve ms ' + size] / 1e3)
-
-
 def coalescing_rows(wm):
     """cached 16K and 64K writes / 1M writes without the cache, same
     depth; the bounds: the same with reservations that cost nothing,
@@ -383,13 +350,6 @@ def coalescing_rows(wm):
                          '%.2f' % got, 'met' if got >= 0.9 else 'not met',
                          detail))
     return rows
-
-
-def exact_reservation_bound(r):
-    """With one write in flight a cached write is answered only once its
-    bytes are reserved: at best, the write with free reservations plus
-    one reservation (measured alone), against the ECHO."""
-    return r['echo_us'] / (r['free_us'] + r['fallocate_us'])
 
 
 def local_reservation_bound(r, cost):
@@ -439,7 +399,7 @@ def round_trip_rows(wm):
 
 def regression_detail(cells, backend, worst):
     """the worst cell of one run and its control pair's spread"""
-    name = CONTROL_OF[backend]
+    name = control_of(cells, backend)
     spread = control_spread(cells, name)
     if not spread:
         return 'worst median %.2f (%s x%d)' % (
@@ -559,6 +519,26 @@ def goals_section(wm, insn, md, again=None):
                'writes in flight, on any thread.' % (
                    cost['fallocate_dio_alone'],
                    cost['fallocate_dio_during'], cost['dio_write']), '']
+    md += disk_alone_lines(wm, cost)
+
+
+def disk_alone_lines(wm, cost):
+    """whether the disk itself bounds the O_DIRECT coalescing cells:
+    1 MiB windows reserved and written one at a time, without smbd,
+    against the cells' own 1M writes without the cache"""
+    base = [r['1M without'] for r in wm.get('coalescing', [])
+            if r['backend'] == 'odirect']
+    if 'reserved_windows_mbs' not in cost or not base:
+        return []
+    mbs = cost['reserved_windows_mbs']
+    return ['Whether the disk bounds them: without smbd, it writes a new '
+            'file in 1 MiB windows, each reserved with a `fallocate` and '
+            'then written with O_DIRECT, one at a time, at %.0f MB/s, '
+            '%.2f-%.2f of the 1M writes without the cache of the O_DIRECT '
+            'coalescing rows (%.0f-%.0f MB/s through smbd): %s' % (
+                mbs, mbs / max(base), mbs / min(base), min(base),
+                max(base), 'the disk does not stop them below 0.9.'
+                if mbs >= 0.9 * max(base) else 'a bound of the disk.'), '']
 
 
 def again_section(again, md):

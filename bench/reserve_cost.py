@@ -16,6 +16,10 @@
 #                 file is on its way (from another thread), and that
 #                 write: whether a reservation waits for the file's direct
 #                 writes, wherever it runs (a thread pool cannot help)
+#   reserved_windows_mbs
+#                 MB/s of 1 MiB windows of a new file, each reserved then
+#                 written with O_DIRECT, one at a time: whether the disk
+#                 itself bounds an O_DIRECT share's cached writes
 #
 # On a "direct io" share the cost that counts is another: a fallocate
 # waits for the file's direct write in flight, so the first cached write
@@ -104,11 +108,41 @@ def direct_write_wait(directory, rounds):
             statistics.median(write))
 
 
+def reserved_windows_mbs(directory, rounds, windows=32):
+    """MB/s of the disk alone writing a new file in 1 MiB windows, each
+    reserved with a fallocate and then written with O_DIRECT, one at a
+    time (median of rounds): whether the disk itself bounds the cached
+    writes of an O_DIRECT share, which it receives in this shape"""
+    buf = mmap.mmap(-1, MIB)
+    buf.write(os.urandom(MIB))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
+                               ctypes.c_long]
+    speeds = []
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        for i in range(rounds):
+            path = os.path.join(tmp, 'windows%d' % i)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT)
+            started = time.perf_counter()
+            for w in range(windows):
+                if libc.fallocate(fd, 0, w * MIB, MIB) != 0:
+                    raise OSError(ctypes.get_errno(), 'fallocate')
+                os.pwrite(fd, buf, w * MIB)
+            speeds.append(windows * MIB / (time.perf_counter() - started)
+                          / 1e6)
+            os.close(fd)
+            os.unlink(path)
+            os.sync()
+    return statistics.median(speeds)
+
+
 def measure(directory, rounds=5, count=2000):
     runs = [one_round(directory, count) for _ in range(rounds)]
     out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     (out['fallocate_dio_alone'], out['fallocate_dio_during'],
      out['dio_write']) = direct_write_wait(directory, max(rounds, 7))
+    out['reserved_windows_mbs'] = reserved_windows_mbs(directory,
+                                                       max(rounds, 7))
     return out
 
 
@@ -123,6 +157,10 @@ def describe(cost):
                  'on its way (%.0f)' % (cost['fallocate_dio_alone'],
                                         cost['fallocate_dio_during'],
                                         cost['dio_write']))
+    if 'reserved_windows_mbs' in cost:
+        text += ('; 1 MiB windows, each reserved then written with '
+                 'O_DIRECT, one at a time: %.0f MB/s' %
+                 cost['reserved_windows_mbs'])
     return text
 
 

@@ -77,6 +77,7 @@ PAIRS = {
     'control': ('pc_plain_b', 'pc_plain'),
     'odirect-control': ('dio_uncached_b', 'dio_uncached'),
     'glusterfs': ('gl_iotune', 'gl_plain'),
+    'glusterfs-control': ('gl_plain_b', 'gl_plain'),
     'fuse-wb-on': ('fuse_iotune', 'fuse_plain'),
     'fuse-wb-off': ('fuse_iotune', 'fuse_plain'),
 }

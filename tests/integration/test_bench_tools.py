@@ -22,6 +22,7 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 sys.path.insert(0, os.path.join(REPO, 'bench'))
 
+import bounds  # noqa: E402
 import instructions  # noqa: E402
 import report  # noqa: E402
 
@@ -176,13 +177,57 @@ def test_one_trip_at_backend_speed():
     r = {'depth': 4, '1M without': 1000.0}
     # 4 x 64 KiB = 262144 bytes take 262.144 us at 1000 MB/s; one
     # round trip of 262.144 us more halves the rate
-    assert report.one_trip_at_backend_speed(r, '64K', 262.144) == \
+    assert bounds.one_trip_at_backend_speed(r, '64K', 262.144) == \
         pytest.approx(0.5)
-    assert report.one_trip_at_backend_speed(r, '16K', 0) == \
+    assert bounds.one_trip_at_backend_speed(r, '16K', 0) == \
         pytest.approx(1.0)
     deeper = dict(r, depth=16)
-    assert report.one_trip_at_backend_speed(deeper, '64K', 262.144) == \
+    assert bounds.one_trip_at_backend_speed(deeper, '64K', 262.144) == \
         pytest.approx(0.8)
+
+
+# The no-regression goal is judged beside a control pair of the column's
+# own backend where the run has one
+
+def cells_of(backend, ratios):
+    return [{'backend': backend, 'block': 4096 << i, 'depth': 1,
+             'ratio': r, 'ratio_q1': r - 0.05, 'ratio_q3': r + 0.01}
+            for i, r in enumerate(ratios)]
+
+
+def test_glusterfs_is_judged_beside_its_own_control():
+    cells = (cells_of('glusterfs', [1.0, 0.9]) +
+             cells_of('control', [1.0, 1.0]) +
+             cells_of('glusterfs-control', [0.9, 1.0]))
+    assert report.control_of(cells, 'glusterfs') == 'glusterfs-control'
+    worst = min((c for c in cells if c['backend'] == 'glusterfs'),
+                key=lambda c: c['ratio'])
+    text = report.regression_detail(cells, 'glusterfs', worst)
+    assert 'glusterfs-control spread 0.85-1.01' in text
+    assert 'below 0.97: 1 of 2' in text
+
+
+def test_older_runs_borrow_the_page_cache_control():
+    cells = cells_of('glusterfs', [1.0]) + cells_of('control', [1.0])
+    assert report.control_of(cells, 'glusterfs') == 'control'
+    assert report.control_of(cells, 'pagecache') == 'control'
+
+
+# Whether the disk bounds the O_DIRECT coalescing cells
+
+def test_disk_alone_against_the_cells_yardstick():
+    wm = {'coalescing': [{'backend': 'odirect', '1M without': 1000.0},
+                         {'backend': 'odirect', '1M without': 1250.0},
+                         {'backend': 'glusterfs', '1M without': 100.0}]}
+    text = ' '.join(report.disk_alone_lines(
+        wm, {'reserved_windows_mbs': 1500.0}))
+    assert '1500 MB/s, 1.20-1.50 of the 1M writes' in text
+    assert '(1000-1250 MB/s through smbd)' in text
+    assert 'does not stop them below 0.9' in text
+    text = ' '.join(report.disk_alone_lines(
+        wm, {'reserved_windows_mbs': 1000.0}))
+    assert 'a bound of the disk' in text
+    assert report.disk_alone_lines(wm, {}) == []
 
 
 def test_report_text_needs_no_matplotlib():
