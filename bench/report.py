@@ -241,7 +241,8 @@ def write_section(wm, charts, md):
                 below, n, clear), '']
     if wm.get('cpu'):
         md += ['### CPU per MiB written (all smbd threads; main thread)',
-               '', '| share | writes | iotune | without |', '|---|---|---|---|']
+               '', '| share | writes | iotune | without |',
+               '|---|---|---|---|']
         for r in wm['cpu']:
             md.append('| %s | %s x%d | %.2f (%.2f) ms | %.2f (%.2f) ms |' %
                       (r['backend'], size_name(r['block']), r['depth'],
@@ -538,7 +539,29 @@ def disk_alone_lines(wm, cost):
             'coalescing rows (%.0f-%.0f MB/s through smbd): %s' % (
                 mbs, mbs / max(base), mbs / min(base), min(base),
                 max(base), 'the disk does not stop them below 0.9.'
-                if mbs >= 0.9 * max(base) else 'a bound of the disk.'), '']
+                if mbs >= 0.9 * max(base) else 'a bound of the disk.') +
+            in_turn_text(wm, mbs), '']
+
+
+def in_turn_text(wm, disk_mbs):
+    """The O_DIRECT 64K cells as the runs with free reservations and
+    the disk's windows one after the other, 1 / (1 / free + 1 / disk):
+    what the cache's order (a window's flush, then the next writes'
+    reservations, which wait for it) leaves when nothing overlaps.  An
+    explanation, not a bound: overlap can beat it."""
+    rows = [r for r in wm.get('coalescing', []) if r['backend'] == 'odirect'
+            and 'free reservations 64K' in r]
+    if not rows:
+        return ''
+    parts = ['x%d %.2f (measured %.2f)' % (
+        r['depth'], 1 / (1 / r['free reservations 64K'] + 1 / disk_mbs) /
+        r['1M without'], r['cached 64K'] / r['1M without']) for r in rows]
+    return ('  What stops them is the cache\'s order: a window is flushed '
+            'when it is full and the next writes\' reservations wait for '
+            'that flush, so the writes and the flushes follow each other.  '
+            'The 64K cells as the runs with free reservations and these '
+            'windows one after the other, 1 / (1 / free + 1 / disk): %s.'
+            % ', '.join(parts))
 
 
 def again_section(again, md):

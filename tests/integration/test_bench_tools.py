@@ -224,10 +224,22 @@ def test_disk_alone_against_the_cells_yardstick():
     assert '1500 MB/s, 1.20-1.50 of the 1M writes' in text
     assert '(1000-1250 MB/s through smbd)' in text
     assert 'does not stop them below 0.9' in text
+    assert 'one after the other' not in text  # no free reservations
     text = ' '.join(report.disk_alone_lines(
         wm, {'reserved_windows_mbs': 1000.0}))
     assert 'a bound of the disk' in text
     assert report.disk_alone_lines(wm, {}) == []
+
+
+def test_flushes_and_writes_one_after_the_other():
+    # 1 / (1 / 500 + 1 / 1500) = 375 MB/s, of 1000: 0.375
+    wm = {'coalescing': [{'backend': 'odirect', 'depth': 8,
+                          '1M without': 1000.0,
+                          'free reservations 64K': 500.0,
+                          'cached 64K': 400.0}]}
+    text = ' '.join(report.disk_alone_lines(
+        wm, {'reserved_windows_mbs': 1500.0}))
+    assert 'x8 0.38 (measured 0.40)' in text
 
 
 def test_report_text_needs_no_matplotlib():
