@@ -242,6 +242,24 @@ def test_flushes_and_writes_one_after_the_other():
     assert 'x8 0.38 (measured 0.40)' in text
 
 
+# The pass-through goal is judged on the unrounded ratio
+
+@pytest.mark.parametrize('iotune, base, text, verdict', [
+    (385906, 374596, '1.0302', 'not met'),   # 1.030 rounded
+    (103000, 100000, '1.030', 'met'),
+    (101000, 100000, '1.010', 'met'),
+    (104000, 100000, '1.040', 'not met'),
+])
+def test_pass_through_ratio_unrounded(iotune, base, text, verdict):
+    cell = {'backend': 'pagecache', 'op': 'write', 'block': 65536,
+            'depth': 4, 'iotune_insn_per_mib': iotune,
+            'base_insn_per_mib': base, 'ratio': round(iotune / base, 3),
+            'ratio_low': 1.0, 'ratio_high': 1.0, 'extra_per_request': 0,
+            'own_per_request': 0}
+    row = report.instruction_rows({'cells': [cell]})[0]
+    assert row[1:3] == (text, verdict)
+
+
 def test_report_text_needs_no_matplotlib():
     # the Debian 13 chroot collects this file and has no matplotlib
     code = ('import sys; sys.modules["matplotlib"] = None; '
