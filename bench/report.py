@@ -530,8 +530,8 @@ def goals_section(wm, insn, md, again=None):
     md.append('')
     cost = wm.get('reserve_cost', {})
     if 'fallocate_dio_during' in cost:
-        md += ['The bound of the O_DIRECT cells, measured in this run on '
-               'the shares\' disk: a 64 KiB `fallocate` (a reservation) '
+        md += ['What a reservation costs on the O_DIRECT share, measured '
+               'in this run on the shares\' disk: a 64 KiB `fallocate` (a reservation) '
                'of a file written with O_DIRECT takes %.0f us alone and '
                '%.0f us while a 16 MiB direct write of the file is on its '
                'way (that write: %.0f us): it waits for the file\'s direct '
