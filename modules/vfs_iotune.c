@@ -196,23 +196,6 @@ static int iotune_connect_refuse(struct iotune_share *share,
 	return -1;
 }
 
-/*
- * Is iotune below this layer too (listed twice in "vfs objects")?  Its
- * pass-through requests would be told apart by the next layer's request
- * alone, which both layers would claim (vfs_iotune_pass.c).
- */
-static bool iotune_stacked_twice(const struct vfs_handle_struct *handle)
-{
-	const struct vfs_handle_struct *h = NULL;
-
-	for (h = handle->next; h != NULL; h = h->next) {
-		if (h->fns == handle->fns) {
-			return true;
-		}
-	}
-	return false;
-}
-
 static int iotune_connect(struct vfs_handle_struct *handle,
 			  const char *service,
 			  const char *user)
@@ -250,7 +233,7 @@ static int iotune_connect(struct vfs_handle_struct *handle,
 					     "objects' (its reservations "
 					     "bypass the modules below it)");
 	}
-	if (iotune_stacked_twice(handle)) {
+	if (iotune_smbd_listed_twice(snum)) {
 		return iotune_connect_refuse(share, service, "'vfs objects' "
 					     "lists iotune twice; list it once");
 	}

@@ -417,6 +417,7 @@ bool iotune_smbd_foreign_handle(struct iotune_process *p,
 				const struct file_id *id);
 bool iotune_smbd_leases_stay_in_process(void);
 const char *iotune_smbd_module_below(int snum, const char *const *names);
+bool iotune_smbd_listed_twice(int snum);
 bool iotune_smbd_nothing_below(int snum);
 const char *iotune_smbd_incompatible_module(int snum);
 int iotune_smbd_reopen(int fd, int flags);

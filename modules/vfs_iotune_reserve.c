@@ -21,7 +21,9 @@
  *   dup() of the file's descriptor (a handle may close while the call
  *   is on its way; the open file stays the same), answered to the core
  *   from the job's completion on the main loop.  A cache that ends
- *   waits for its calls, so that none lands after the close.
+ *   waits for its calls, so that none lands after the close: asleep on
+ *   a condition the jobs signal (an accepted pool job always has a
+ *   thread, so the wait ends).
  *
  * Copyright (C) iotune authors 2026
  *
@@ -40,7 +42,6 @@
  */
 
 #include "includes.h"
-#include <sched.h>
 #include "smbd/smbd.h"
 #include "smbd/globals.h"
 #include "lib/pthreadpool/pthreadpool_tevent.h"
@@ -132,7 +133,7 @@ static void iotune_rsv_run(void *private_data)
 	job->err = ret == 0 ? 0 : errno;
 	close(job->fd);
 	job->fd = -1;
-	__atomic_store_n(&job->called, 1, __ATOMIC_RELEASE);
+	iotune_pool_job_returned(&job->called);
 }
 
 /* The core hears the answer: writes are decided, a next batch starts */
@@ -343,9 +344,7 @@ void iotune_cache_reserve_end(struct iotune_cache *cache)
 
 	TALLOC_FREE(cache->reserve_timer);
 	while ((job = cache->reserves) != NULL) {
-		while (!__atomic_load_n(&job->called, __ATOMIC_ACQUIRE)) {
-			sched_yield();
-		}
+		iotune_pool_job_wait(&job->called);
 		DLIST_REMOVE(cache->reserves, job);
 		job->cache = NULL;
 	}

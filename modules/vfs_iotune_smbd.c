@@ -31,7 +31,9 @@
  * - Multichannel: smbd passes every connection of a client GUID to one
  *   process when "server multi channel support" is on
  *   (smbXsrv_server_multi_channel_enabled(), 4.17 and 4.22).
- * - vfs_io_uring completes I/O on its own and is refused below iotune.
+ * - The share's "vfs objects" (lp_vfs_objects()): vfs_io_uring completes
+ *   I/O on its own and is refused below iotune; batch reservations need
+ *   nothing below iotune; iotune listed twice is refused.
  * - Setting a modification time again: vfs_default's and vfs_glusterfs's
  *   fntimes do nothing when the times asked for equal those in
  *   fsp->fsp_name->st, smbd's last stat of the handle (4.17, 4.22), which
@@ -478,6 +480,25 @@ bool iotune_smbd_nothing_below(int snum)
 		}
 	}
 	return false;
+}
+
+/*
+ * Is iotune listed twice in the share's "vfs objects"?  Its pass-through
+ * requests would be told apart by the next layer's request alone, which
+ * both layers would claim (vfs_iotune_pass.c).
+ */
+bool iotune_smbd_listed_twice(int snum)
+{
+	const char **objects = lp_vfs_objects(snum);
+	size_t found = 0;
+	size_t i;
+
+	for (i = 0; objects != NULL && objects[i] != NULL; i++) {
+		if (strequal(objects[i], IOTUNE_MODULE_NAME)) {
+			found++;
+		}
+	}
+	return found > 1;
 }
 
 /* Modules that complete async I/O on their own tevent context */

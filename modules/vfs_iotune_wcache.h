@@ -93,6 +93,8 @@ void iotune_cache_log(struct iotune_cache *cache,
 		      const struct iotune_wc_action *act);
 void iotune_op_complete(struct iotune_wc_op *op);
 void iotune_cache_wait_copies(struct iotune_cache *cache);
+void iotune_pool_job_returned(int *flag);
+void iotune_pool_job_wait(int *flag);
 void iotune_cache_wake(struct iotune_cache *cache);
 const char *iotune_cache_name(const struct iotune_cache *cache);
 

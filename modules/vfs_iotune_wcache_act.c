@@ -5,7 +5,8 @@
  * pool, requests completed from an immediate event (never inside a
  * synchronous VFS call or the trace callback), ticks, log lines; and
  * barriers, requests that wait until older data is on disk (SMB2 FLUSH,
- * server-side copy).
+ * server-side copy); and how a caller on the main thread sleeps until
+ * our jobs in smbd's thread pool (copies, reservations) have returned.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -24,7 +25,7 @@
  */
 
 #include "includes.h"
-#include <sched.h>
+#include <pthread.h>
 #include "smbd/smbd.h"
 #include "smbd/globals.h"
 #include "lib/pthreadpool/pthreadpool_tevent.h"
@@ -228,7 +229,7 @@ static void iotune_copy_run(void *private_data)
 	struct iotune_copy_job *job = private_data;
 
 	memcpy(job->dst, job->src, job->n);
-	__atomic_store_n(&job->copied, 1, __ATOMIC_RELEASE);
+	iotune_pool_job_returned(&job->copied);
 }
 
 /* The copy landed: the core absorbs the write. */
@@ -297,15 +298,41 @@ static void iotune_cache_copy(struct iotune_cache *cache,
 	tevent_req_set_callback(subreq, iotune_copy_job_done, job);
 }
 
+/*
+ * A job of ours in smbd's thread pool (a copy, a reservation) says that
+ * its work is done, for a caller on the main thread that cannot wait for
+ * the job's completion on the main loop (a synchronous flush, a cache
+ * that ends): that caller sleeps until then.  One condition for the
+ * process: such waits are rare and short, and an accepted pool job
+ * always has a thread, so they end.
+ */
+static pthread_mutex_t iotune_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t iotune_pool_returned = PTHREAD_COND_INITIALIZER;
+
+void iotune_pool_job_returned(int *flag)
+{
+	pthread_mutex_lock(&iotune_pool_mutex);
+	__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&iotune_pool_returned);
+	pthread_mutex_unlock(&iotune_pool_mutex);
+}
+
+void iotune_pool_job_wait(int *flag)
+{
+	pthread_mutex_lock(&iotune_pool_mutex);
+	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+		pthread_cond_wait(&iotune_pool_returned, &iotune_pool_mutex);
+	}
+	pthread_mutex_unlock(&iotune_pool_mutex);
+}
+
 /* A synchronous caller waits for the copies in flight to land. */
 void iotune_cache_wait_copies(struct iotune_cache *cache)
 {
 	while (cache->copies != NULL) {
 		struct iotune_copy_job *job = cache->copies;
 
-		while (!__atomic_load_n(&job->copied, __ATOMIC_ACQUIRE)) {
-			sched_yield();
-		}
+		iotune_pool_job_wait(&job->copied);
 		iotune_copy_finish(job);
 	}
 }
