@@ -627,7 +627,8 @@ def instructions_section(insn, md):
            '(the rounds\' lowest and highest ratio are shown) with how '
            'often smbd\'s main loop goes around per request; the '
            'instructions in iotune\'s own source files (inlined parts '
-           'included, not what they call) do not; where iotune passes '
+           'included, not what they call, publishing left out) do not; '
+           'where iotune passes '
            'requests by, a second share without iotune (the control) ran '
            'in the same rounds, against the first: what the ratio of two '
            'alike shares reads.' %

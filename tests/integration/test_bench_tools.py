@@ -110,6 +110,24 @@ calls=1 0
     assert own(tmp_path, body) == 26
 
 
+def test_publishing_code_does_not_count(tmp_path):
+    # the counters' store and text format run once a second, not per
+    # request: left out as iotune_publish_fn is left out of the totals
+    body = '''fl=(1) /work/main/build/../modules/stats.c
+fn=(1) iotune_stats_format
+3 400
+fl=(2) /work/main/build/../modules/vfs_iotune_stats.c
+fn=(2) iotune_publish_fn
+4 50
+fl=(3) /work/main/build/../modules/vfs_iotune.c
+fn=(3) iotune_count_io
+5 9
+fi=(4) /work/main/build/../include/iotune/stats.h
+6 4
+'''
+    assert own(tmp_path, body) == 9 + 4
+
+
 @pytest.mark.parametrize('path, is_own', [
     ('/work/main/modules/rsvq.c', True),
     ('../modules/vfs_iotune.c', True),
