@@ -159,10 +159,13 @@ class Gluster:
             subprocess.run(['umount', '-l', mnt])
             harness.stop_pids(harness.read_pids([pidfile]), 3)
         self.mounts = []
+        if self.proc is None:
+            # this one started no glusterd (start() refused, finding one
+            # that runs): the bricks and the socket are that one's
+            return
         bricks = harness.read_pids(glob.glob(BRICK_PIDS))
-        if self.proc is not None:
-            harness.stop_pids([self.proc.pid], 3)
-            self.proc = None
+        harness.stop_pids([self.proc.pid], 3)
+        self.proc = None
         harness.stop_pids(bricks, 3)
         for path in glob.glob(BRICK_PIDS):
             os.unlink(path)

@@ -288,3 +288,27 @@ def test_report_text_needs_no_matplotlib():
     out = subprocess.run([sys.executable, '-c', code], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == 'True'
+
+
+# The GlusterFS helper of the tests and benchmarks: one that found
+# another glusterd running (start() refuses) stops nothing of that one
+
+def test_gluster_stop_without_start_leaves_the_other_alone(tmp_path,
+                                                           monkeypatch):
+    import gluster
+    pids = tmp_path / 'vols'
+    pids.mkdir()
+    sock = tmp_path / 'glusterd.socket'
+    sock.write_text('')
+    brick = subprocess.Popen(['sleep', '60'])
+    try:
+        (pids / 'brick.pid').write_text('%d\n' % brick.pid)
+        monkeypatch.setattr(gluster, 'BRICK_PIDS', str(pids / '*.pid'))
+        monkeypatch.setattr(gluster, 'CLI_SOCKET', str(sock))
+        gluster.Gluster(str(tmp_path / 'work')).stop()
+        assert brick.poll() is None
+        assert sock.exists()
+        assert (pids / 'brick.pid').exists()
+    finally:
+        brick.kill()
+        brick.wait()
