@@ -1,9 +1,9 @@
 #!/bin/sh
 # Runs the benchmarks that feed the report and writes docs/benchmarks.md
-# with its charts (docs/benchmarks/*.png): the write matrix on a page-cache
-# share, an O_DIRECT share and GlusterFS (vfs_glusterfs and FUSE), twice, the
-# instructions smbd runs per MiB written (callgrind), and the read-ahead
-# modes, drop-behind and random readers.  As root, on a machine
+# with its charts (docs/benchmarks/*.png): the instructions smbd runs per
+# MiB written (callgrind, first), the write matrix on a page-cache share,
+# an O_DIRECT share and GlusterFS (vfs_glusterfs and FUSE), twice, and the
+# read-ahead modes, drop-behind and random readers.  As root, on a machine
 # prepared by scripts/install-deps.sh (it is run first).  Not a test: it
 # takes about 60 minutes on a 2-core VM (--quick: fewer rounds and bytes).
 #

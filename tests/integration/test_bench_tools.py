@@ -4,9 +4,12 @@
 # inlined fi=/fe=, is one of iotune's sources; not the inclusive cost of
 # a call; compressed names resolved), checked on small hand-written
 # callgrind files in the format valgrind 3.19 writes; and which cells
-# pass iotune by and get a control share, and how the report shows it.
+# pass iotune by and get a control share, and how the report shows it;
+# and that the GlusterFS helper of the benchmark and the tests stops
+# nothing of a glusterd it did not start.
 #
-# No smbd: this file starts nothing.  It runs in the integration stage
+# No smbd, no glusterd: this file starts only a `sleep` (a fake brick).
+# It runs in the integration stage
 # (tests/run_all.py: it carries no stage marker) and alone:
 #   /usr/bin/python3 -m pytest -q -p no:cacheprovider \
 #       tests/integration/test_bench_tools.py
