@@ -96,7 +96,7 @@ OWN_FILE = re.compile(r'(^|/)(?<!source3/)(?<!ldb/)'
 # format): left out of iotune's own code as publishing is left out of
 # the totals.  They run once a second, so a connection that lasts
 # longer under valgrind would charge its requests with them (at 1 MiB
-# requests, up to 400 instructions per request in a probe)
+# requests, about 425 instructions per request in a probe)
 PUBLISH_FILE = re.compile(r'(^|/)modules/(vfs_iotune_)?stats\.c$')
 
 
