@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-# The bounds bench/report.py prints beside the write cache's goals, as
+# The figures bench/report.py prints beside the write cache's goals, as
 # functions of one row of the run's JSON (bench/write_matrix.py): what
-# exact reservations allow the coalescing cells and the one-in-flight
-# cell, and what the cached runs would reach if they differed from those
-# with free reservations only by the time smbd's main thread spent in
-# reservation calls.  Figures are fractions of the goal's yardstick.
+# exact reservations allow the one-in-flight cell (a bound), estimates of
+# what they allow the coalescing cells (one_trip_*: not bounds, runs have
+# passed them), and what the cached runs would reach if they differed
+# from those with free reservations only by the time smbd's main thread
+# spent in reservation calls.  Figures are fractions of the goal's
+# yardstick.
 #
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -13,22 +15,23 @@ COALESCE_BYTES = {'16K': 16 * 1024, '64K': 64 * 1024}
 
 
 def one_trip_per_depth(r, size, trip_us):
-    """The bound of exact reservations: with d writes in flight the client
-    sends no more before one of them is answered, and none is answered
-    before its bytes are reserved, so every d writes wait for a
-    reservation's round trip at least once: d writes take at least the
-    time they take with free reservations plus one round trip.  As a
-    fraction of 1M writes without the cache."""
+    """An estimate of exact reservations: with d writes in flight the
+    client sends no more before one of them is answered, and none is
+    answered before its bytes are reserved; if every d writes took the
+    time they take with free reservations plus one whole round trip.
+    Not a bound: a write waits for its reservation while the others
+    move, and runs have passed it.  As a fraction of 1M writes without
+    the cache."""
     block = COALESCE_BYTES[size]
     return free_plus_seconds(r, size, r['depth'] * block, trip_us / 1e6)
 
 
 def one_trip_at_backend_speed(r, size, trip_us):
-    """The same bound with the writes otherwise as fast as 1M writes
+    """The same estimate with the writes otherwise as fast as 1M writes
     without the cache (the goal's own yardstick) instead of cached
-    writes with free reservations: d writes move at most d * size bytes
-    per (their time at that speed + one round trip).  No cache that
-    answers a write only once its bytes are reserved can beat it."""
+    writes with free reservations: d * size bytes per (their time at
+    that speed + one round trip).  Not a bound either, for the same
+    reason: only d * size bytes per round trip alone would be one."""
     block = COALESCE_BYTES[size]
     moved = r['depth'] * block
     rate = r['1M without'] * 1e6

@@ -279,6 +279,37 @@ def floor_section(wm, md):
                               r['base_us'], us(r, 'sync_us'), r['ratio'],
                               r['echo_us'] / r['iotune_us']))
     md.append('')
+    md += flush_lines(wm)
+
+
+# the floor rows' shares, as flush_lines() names them
+FLUSH_NAMES = (('iotune', 'iotune'), ('free', 'free res.'),
+               ('null', 'null WRITE'), ('base', 'without'),
+               ('sync', 'smbd alone'))
+
+
+def flush_lines(wm):
+    """what the SMB2 FLUSH after the last write adds to each request of
+    the round-trip cells (older runs: nothing)"""
+    rows = [r for r in wm.get('floor', []) if 'iotune_flush_us' in r]
+    if not rows:
+        return []
+    parts = ['%s (%d writes): %s' % (r['backend'], r['writes'], ', '.join(
+        '%s %.2f' % (name, r[key + '_flush_us'])
+        for key, name in FLUSH_NAMES if key + '_flush_us' in r))
+        for r in rows]
+    return ['Of those microseconds per request, the SMB2 FLUSH after the '
+            'last write (it returns once the file is on disk): %s.  The '
+            'writes without it: ECHO / (iotune - its FLUSH) %s.' % (
+                '; '.join(parts), ', '.join(
+                    '%s %.2f' % (r['backend'], writes_alone(r))
+                    for r in rows)), '']
+
+
+def writes_alone(r):
+    """ECHO / a cached write with one in flight, the FLUSH after the
+    last write left out"""
+    return r['echo_us'] / (r['iotune_us'] - r['iotune_flush_us'])
 
 
 # where a reservation is a round trip (IOTUNE_WC_RESERVE_SLOW_US): the
@@ -306,7 +337,7 @@ def round_trip_us(wm, backend):
 
 def reservation_alone_us(wm, backend):
     """a reservation measured alone, without smbd (bench/gfapi_cost.py):
-    the least a round trip costs, so the strictest bound"""
+    the least a round trip costs, so the stricter estimate"""
     return floor_row(wm, backend).get('fallocate_us', 0)
 
 
@@ -322,7 +353,8 @@ def coalescing_rows(wm):
             free = r['free reservations ' + size] / r['1M without']
             detail = 'with reservations that cost nothing: %.2f' % free
             if trip >= SLOW_RESERVATION_US:
-                detail += ('; with one reservation round trip per %d '
+                detail += ('; estimates (not bounds), one reservation '
+                           'round trip per %d '
                            'writes, as it costs a cached 4K write with one '
                            'in flight (%.0f us): %.2f' % (
                                r['depth'], trip,
@@ -392,6 +424,12 @@ def round_trip_rows(wm):
                        'its own: exact reservations allow at most %.2f' % (
                            r['fallocate_us'], exact_reservation_bound(r)))
         detail += local_reservation_bound(r, wm.get('reserve_cost', {}))
+        if 'iotune_flush_us' in r:
+            detail += ('; of the cached write, the SMB2 FLUSH after the '
+                       'last write %.1f us (without the cache %.1f): the '
+                       'writes alone reach %.2f' % (
+                           r['iotune_flush_us'], r['base_flush_us'],
+                           writes_alone(r)))
         rows.append(('%s: 4K x1 until on disk >= 0.95 of the round-trip '
                      'bound' % r['backend'], '%.2f' % got,
                      'met' if got >= 0.95 else 'not met', detail))
@@ -505,15 +543,15 @@ def goals_section(wm, insn, md, again=None):
            'every `fallocate` at once, what the cache would reach if the '
            'reservation each cached write makes before it is '
            'acknowledged cost nothing.  Where a reservation is a round '
-           'trip (GlusterFS), also the most exact reservations allow: '
-           'each write is in flight at least one reservation longer '
-           'than with free ones (the 4 KiB x1 cells give how long, and '
-           '`bench/gfapi_cost.py` how long one takes alone, without '
-           'smbd: the stricter bound), so with d in flight, d writes '
-           'take at least that round trip more (Little\'s law); and the '
-           'same with the writes otherwise as fast as the 1 MiB writes '
-           'without the cache, the bound no cache that answers a write '
-           'only once its bytes are reserved can pass.  Round '
+           'trip (GlusterFS), also estimates of what exact reservations '
+           'allow: d writes in flight taking one reservation round trip '
+           'more than with free ones (the 4 KiB x1 cells give how long, '
+           'and `bench/gfapi_cost.py` how long one takes alone, without '
+           'smbd), at the speed of the cached writes with free '
+           'reservations and at that of the 1 MiB writes without the '
+           'cache.  They are estimates, not bounds: one write waits for '
+           'its reservation while others move, so the cache can pass '
+           'them, and has in some runs.  Round '
            'trip: with one write in flight a write cannot be answered '
            'faster than an SMB2 ECHO on the same connection, so ECHO / '
            'cached write is the fraction of that bound reached; every '

@@ -121,6 +121,7 @@ class Pumper:
         self.clients = {}
         self.delete = delete
         self.busy = {}  # share -> the machine's CPU busy share per run
+        self.flush_s = 0.0  # the last run's SMB2 FLUSH, seconds
 
     def client(self, share):
         if share not in self.clients:
@@ -153,8 +154,10 @@ class Pumper:
         cpu = machine_cpu()
         started = time.monotonic()
         done, _ = c.pump('write', total, block, depth)
+        flushing = time.monotonic()
         c.flush()
         elapsed = time.monotonic() - started
+        self.flush_s = time.monotonic() - flushing
         self.busy.setdefault(share, []).append(busy_since(cpu))
         c.close()
         assert done == total, (done, total)
@@ -292,27 +295,30 @@ def round_trip_floor(pumper, kind, rounds, scale):
     block = 4 * KIB
     total = total_for(block, scale)
     count = total // block
+
+    def writes(share):
+        return lambda: flush_split(pumper, share, total, block)
+
     fns = {
-        'echo': lambda: pumper.echo_us(tuned, count, 1),
-        'iotune': lambda: count_us(pumper.run(tuned, total, block, 1),
-                                   block),
-        'base': lambda: count_us(pumper.run(base, total, block, 1), block),
+        'echo': lambda: (pumper.echo_us(tuned, count, 1), 0.0),
+        'iotune': writes(tuned),
+        'base': writes(base),
     }
     if kind == 'pagecache':
-        fns['sync'] = lambda: count_us(pumper.run('pc_sync', total, block,
-                                                  1), block)
+        fns['sync'] = writes('pc_sync')
     free = FREE_TWIN[kind]
     if free in pumper.smbd.shares:
-        fns['free'] = lambda: count_us(pumper.run(free, total, block, 1),
-                                       block)
+        fns['free'] = writes(free)
     if NULL_WRITES in pumper.smbd.shares:
-        fns['null'] = lambda: count_us(pumper.run(NULL_WRITES, total, block,
-                                                  1), block)
+        fns['null'] = writes(NULL_WRITES)
     for fn in fns.values():
         fn()
-    m = median_alternating(rounds, fns)
-    row = {'backend': kind, 'block': block, 'depth': 1}
+    both = median_alternating(rounds, fns)
+    m = {k: v[0] for k, v in both.items()}
+    row = {'backend': kind, 'block': block, 'depth': 1, 'writes': count}
     row.update({k + '_us': round(v, 1) for k, v in m.items()})
+    row.update({k + '_flush_us': round(v[1], 2) for k, v in both.items()
+                if k != 'echo'})
     row['ratio'] = round(m['base'] / m['iotune'], 3)
     row['ceiling'] = round(m['base'] / m['echo'], 3)
     extra = ''
@@ -327,12 +333,24 @@ def round_trip_floor(pumper, kind, rounds, scale):
           'without / ECHO, %.2f; ECHO / iotune %.2f (goal >= 0.95)' %
           (kind, m['echo'], m['iotune'], m['base'], extra, row['ratio'],
            row['ceiling'], m['echo'] / m['iotune']), flush=True)
+    print('%s 4K x1, of which the SMB2 FLUSH after the last write, us per '
+          'request: %s' % (kind, ', '.join(
+              '%s %.2f' % (k, v[1]) for k, v in both.items()
+              if k != 'echo')), flush=True)
     return row
 
 
 def count_us(mbs, block):
     """microseconds per request of block bytes at mbs MB/s"""
     return block / mbs
+
+
+def flush_split(pumper, share, total, block):
+    """(microseconds per request until the SMB2 FLUSH after the last
+    write returns, the part of them that FLUSH took): where the time
+    goes that the writes' own round trips do not explain"""
+    us = count_us(pumper.run(share, total, block, 1), block)
+    return us, pumper.flush_s * 1e6 / (total // block)
 
 
 def coalescing_goal(pumper, kind, shares, rounds, scale):

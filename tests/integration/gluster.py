@@ -56,7 +56,7 @@ class Gluster:
 
     def start(self):
         if os.path.exists(CLI_SOCKET):
-            if self.cli_works():
+            if self.cli_works() or glusterd_pids():
                 raise RuntimeError('a glusterd already runs on this host '
                                    '(%s); stop it first' % CLI_SOCKET)
             os.unlink(CLI_SOCKET)       # left by one that was killed
@@ -163,11 +163,51 @@ class Gluster:
             # this one started no glusterd (start() refused, finding one
             # that runs): the bricks and the socket are that one's
             return
-        bricks = harness.read_pids(glob.glob(BRICK_PIDS))
+        # the socket is ours only while our glusterd runs (one that
+        # exited may have lost the socket or the port to another)
+        ours = self.proc.poll() is None
+        bricks = self.own_bricks()
         harness.stop_pids([self.proc.pid], 3)
         self.proc = None
-        harness.stop_pids(bricks, 3)
-        for path in glob.glob(BRICK_PIDS):
+        harness.stop_pids([pid for pid in bricks.values() if pid], 3)
+        for path in bricks:
             os.unlink(path)
-        if os.path.exists(CLI_SOCKET):
+        if ours and os.path.exists(CLI_SOCKET):
             os.unlink(CLI_SOCKET)
+
+    def own_bricks(self):
+        """pid file -> pid of the volume's brick processes that serve
+        this one's brick (another glusterd's volume has the same name),
+        and pid file -> None for those whose process is gone"""
+        bricks = {}
+        for path in glob.glob(BRICK_PIDS):
+            for pid in harness.read_pids([path]):
+                args = process_args(pid)
+                if not args:
+                    bricks[path] = None
+                elif self.brick.encode() in args:
+                    bricks[path] = pid
+        return bricks
+
+
+def process_args(pid):
+    """a process's arguments ([] once it is gone)"""
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return f.read().split(b'\0')
+    except OSError:
+        return []
+
+
+def glusterd_pids():
+    """the glusterd processes of this host, ours or not (one that is
+    still starting does not answer its CLI yet)"""
+    pids = []
+    for entry in os.listdir('/proc'):
+        try:
+            with open('/proc/%s/comm' % entry) as f:
+                if entry.isdigit() and f.read().strip() == 'glusterd':
+                    pids.append(int(entry))
+        except OSError:
+            pass
+    return pids

@@ -19,6 +19,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -263,6 +264,39 @@ def test_flushes_and_writes_one_after_the_other():
     assert 'x8 0.38 (measured 0.40)' in text
 
 
+
+# The round-trip cells say what the SMB2 FLUSH after the last write adds
+
+def test_flush_after_the_last_write_is_shown_apart():
+    row = {'backend': 'pagecache', 'writes': 8192, 'echo_us': 52.0,
+           'iotune_us': 61.0, 'iotune_flush_us': 3.56,
+           'free_flush_us': 3.21, 'base_flush_us': 4.08,
+           'null_flush_us': 0.16}
+    text = ' '.join(report.flush_lines({'floor': [row]}))
+    assert 'pagecache (8192 writes): iotune 3.56, free res. 3.21, ' \
+        'null WRITE 0.16, without 4.08.' in text
+    # 52 / (61 - 3.56) = 0.905
+    assert 'ECHO / (iotune - its FLUSH) pagecache 0.91.' in text
+    del row['iotune_flush_us']
+    assert report.flush_lines({'floor': [row]}) == []   # an older run
+
+
+def test_flush_split_divides_the_flush_by_the_writes():
+    import write_matrix
+
+    class FakePumper:
+        flush_s = 0.0
+
+        def run(self, share, total, block, depth):
+            self.flush_s = 0.004            # 4 ms of FLUSH
+            return total / 0.5 / 1e6         # in 0.5 s in all
+
+    us, flush_us = write_matrix.flush_split(FakePumper(), 'pc_iotune',
+                                            8 * 1024 * 1024, 4096)
+    assert round(us, 3) == round(0.5e6 / 2048, 3)
+    assert round(flush_us, 3) == round(4000 / 2048, 3)
+
+
 # The pass-through goal is judged on the unrounded ratio
 
 @pytest.mark.parametrize('iotune, base, text, verdict', [
@@ -315,3 +349,87 @@ def test_gluster_stop_without_start_leaves_the_other_alone(tmp_path,
     finally:
         brick.kill()
         brick.wait()
+
+
+def fake_gluster(tmp_path, monkeypatch):
+    """a Gluster whose pid files and CLI socket are under tmp_path"""
+    import gluster
+    pids = tmp_path / 'vols'
+    pids.mkdir()
+    sock = tmp_path / 'glusterd.socket'
+    sock.write_text('')
+    monkeypatch.setattr(gluster, 'BRICK_PIDS', str(pids / '*.pid'))
+    monkeypatch.setattr(gluster, 'CLI_SOCKET', str(sock))
+    return gluster.Gluster(str(tmp_path / 'work')), pids, sock
+
+
+def exec_done(proc, word):
+    """proc, once its arguments show word: Popen may return before the
+    exec"""
+    import gluster
+    for _ in range(100):
+        if word.encode() in gluster.process_args(proc.pid):
+            break
+        time.sleep(0.05)
+    return proc
+
+
+def fake_brick(path):
+    """a process whose arguments name a brick, as glusterfsd's do"""
+    return exec_done(subprocess.Popen(
+        [sys.executable, '-c', 'import time; time.sleep(60)', path]), path)
+
+
+def test_gluster_stop_kills_only_its_own_brick(tmp_path, monkeypatch):
+    g, pids, sock = fake_gluster(tmp_path, monkeypatch)
+    gone = subprocess.Popen(['true'])
+    gone.wait()
+    procs = [exec_done(subprocess.Popen(['sleep', '60']), 'sleep'),
+             fake_brick(g.brick),
+             fake_brick('/elsewhere/brick')]
+    g.proc, ours, other = procs
+    try:
+        (pids / 'ours.pid').write_text('%d\n' % ours.pid)
+        (pids / 'other.pid').write_text('%d\n' % other.pid)
+        (pids / 'stale.pid').write_text('%d\n' % gone.pid)
+        g.stop()
+        assert ours.wait(5) is not None
+        assert other.poll() is None
+        assert sorted(os.listdir(pids)) == ['other.pid']
+        assert not sock.exists()        # our glusterd ran until stop()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_gluster_stop_after_its_glusterd_exited_keeps_the_socket(
+        tmp_path, monkeypatch):
+    g, _, sock = fake_gluster(tmp_path, monkeypatch)
+    g.proc = subprocess.Popen(['true'])
+    g.proc.wait()
+    g.stop()
+    assert sock.exists()    # another glusterd may have taken it
+
+
+def test_gluster_start_refuses_while_a_glusterd_starts(tmp_path,
+                                                       monkeypatch):
+    import gluster
+    import shutil
+    g, _, sock = fake_gluster(tmp_path, monkeypatch)
+    monkeypatch.setattr(gluster.Gluster, 'cli_works', lambda self: False)
+
+    def went_on():
+        raise AssertionError('start() went on to start a glusterd')
+    monkeypatch.setattr(gluster, 'loopback_hostname', went_on)
+    glusterd = tmp_path / 'glusterd'    # its name is what counts
+    shutil.copy('/bin/sleep', glusterd)
+    starting = exec_done(subprocess.Popen([str(glusterd), '60']),
+                         str(glusterd))
+    try:
+        with pytest.raises(RuntimeError, match='already runs'):
+            g.start()
+        assert sock.exists()
+    finally:
+        starting.kill()
+        starting.wait()
