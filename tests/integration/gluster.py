@@ -204,9 +204,11 @@ def glusterd_pids():
     still starting does not answer its CLI yet)"""
     pids = []
     for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
         try:
             with open('/proc/%s/comm' % entry) as f:
-                if entry.isdigit() and f.read().strip() == 'glusterd':
+                if f.read().strip() == 'glusterd':
                     pids.append(int(entry))
         except OSError:
             pass

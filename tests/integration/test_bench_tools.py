@@ -264,7 +264,6 @@ def test_flushes_and_writes_one_after_the_other():
     assert 'x8 0.38 (measured 0.40)' in text
 
 
-
 # The round-trip cells say what the SMB2 FLUSH after the last write adds
 
 def test_flush_after_the_last_write_is_shown_apart():
