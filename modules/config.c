@@ -198,6 +198,12 @@ static const struct option_spec option_specs[] = {
 		.default_text = "no",
 		.offset = CONFIG_FIELD(write_cache_batch_reservations),
 	},
+	{
+		.name = "write cache start writeback",
+		.kind = OPTION_BOOL,
+		.default_text = "yes",
+		.offset = CONFIG_FIELD(write_cache_start_writeback),
+	},
 };
 
 #define NUM_OPTION_SPECS (sizeof(option_specs) / sizeof(option_specs[0]))
@@ -572,12 +578,14 @@ void iotune_config_describe(const struct iotune_config *config,
 		 "write cache size = %s, write cache bypass size = %s"
 		 ", write cache max files = %" PRIu64
 		 ", write cache flush timeout = %" PRIu64 "ms"
-		 ", write cache batch reservations = %s, readahead = %s"
+		 ", write cache batch reservations = %s"
+		 ", write cache start writeback = %s, readahead = %s"
 		 ", readahead max = %s, readahead budget = %s, fadvise = %s"
 		 ", drop behind = %s, direct io = %s, stats = %s",
 		 size, bypass, config->write_cache_max_files,
 		 config->write_cache_flush_timeout_ms,
 		 config->write_cache_batch_reservations ? "yes" : "no",
+		 config->write_cache_start_writeback ? "yes" : "no",
 		 enum_name(readahead_modes, config->readahead), ra_max, budget,
 		 enum_name(fadvise_choices, config->fadvise),
 		 config->drop_behind ? "yes" : "no",

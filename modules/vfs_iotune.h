@@ -50,6 +50,8 @@ struct iotune_share {
 	unsigned wc_flushes;		/* windows in flight per cache */
 	bool wc_reserve_async;		/* reservations in batches, in the
 					 * thread pool (vfs_iotune_reserve.c) */
+	bool wc_writeback;		/* windows written to the page cache
+					 * start their write-back */
 	struct iotune_ra_config ra_config;
 	bool ra_active;			/* prefetch or drop-behind to do */
 	bool dio_unsupported;		/* the file system refused O_DIRECT */
@@ -376,6 +378,16 @@ void iotune_dio_open(struct iotune_share *share,
 void iotune_dio_close(struct iotune_file *file);
 
 /* vfs_iotune_ra.c */
+enum iotune_fd_job_kind {
+	IOTUNE_FD_PREFETCH,	/* readahead(2), else POSIX_FADV_WILLNEED */
+	IOTUNE_FD_DROP,		/* POSIX_FADV_DONTNEED */
+	IOTUNE_FD_WRITEBACK,	/* sync_file_range(SYNC_FILE_RANGE_WRITE) */
+};
+void iotune_fd_job_submit(struct vfs_handle_struct *handle,
+			  struct files_struct *fsp,
+			  uint64_t off,
+			  uint64_t len,
+			  enum iotune_fd_job_kind kind);
 void iotune_ra_on_read(struct vfs_handle_struct *handle,
 		       struct files_struct *fsp,
 		       off_t off,

@@ -2,8 +2,10 @@
  * iotune: read-ahead and fadvise glue.  The core (modules/readahead.c)
  * decides per read what to prefetch and what to drop behind a stream;
  * this file runs readahead(2) and posix_fadvise() in smbd's thread pool
- * (they may block while they submit I/O, never in the main thread) and
- * applies the share's and the client's advice at open.
+ * (they may block while they submit I/O, never in the main thread),
+ * the write cache's write-backs there too (sync_file_range(2), asked by
+ * modules/wcache_flush.c), and applies the share's and the client's
+ * advice at open.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -49,26 +51,37 @@ static struct iotune_ra_stats *iotune_ra_stats_of(struct iotune_share *share)
 }
 
 /*
- * Read-ahead and drop-behind.  readahead(2) and posix_fadvise(WILLNEED or
- * DONTNEED) may block while they submit I/O, so they run in smbd's thread
- * pool, on a dup() of the file descriptor (the file may be closed before
- * the job runs).
+ * Read-ahead, drop-behind and the write cache's write-backs.
+ * readahead(2), posix_fadvise(WILLNEED or DONTNEED) and
+ * sync_file_range(2) may block while they submit I/O, so they run in
+ * smbd's thread pool, on a dup() of the file descriptor (the file may be
+ * closed before the job runs).  A write-back only starts the writing of
+ * the range's dirty pages (SYNC_FILE_RANGE_WRITE alone): it waits for
+ * nothing and consumes no error of the file's; a later fsync reports
+ * what the writing met.
  */
-struct iotune_ra_job {
+struct iotune_fd_job {
 	int fd;
 	off_t off;
 	off_t len;
-	bool drop;
+	enum iotune_fd_job_kind kind;
 };
 
-static void iotune_ra_job_run(void *private_data)
+static void iotune_fd_job_run(void *private_data)
 {
-	struct iotune_ra_job *job = private_data;
+	struct iotune_fd_job *job = private_data;
 
-	if (job->drop) {
+	switch (job->kind) {
+	case IOTUNE_FD_DROP:
 		(void)posix_fadvise(job->fd, job->off, job->len,
 				    POSIX_FADV_DONTNEED);
 		return;
+	case IOTUNE_FD_WRITEBACK:
+		(void)sync_file_range(job->fd, job->off, job->len,
+				      SYNC_FILE_RANGE_WRITE);
+		return;
+	case IOTUNE_FD_PREFETCH:
+		break;
 	}
 	if (readahead(job->fd, job->off, (size_t)job->len) != 0) {
 		(void)posix_fadvise(job->fd, job->off, job->len,
@@ -76,35 +89,35 @@ static void iotune_ra_job_run(void *private_data)
 	}
 }
 
-static void iotune_ra_job_done(struct tevent_req *req)
+static void iotune_fd_job_done(struct tevent_req *req)
 {
-	struct iotune_ra_job *job = tevent_req_callback_data(
-		req, struct iotune_ra_job);
+	struct iotune_fd_job *job = tevent_req_callback_data(
+		req, struct iotune_fd_job);
 
 	(void)pthreadpool_tevent_job_recv(req);
 	close(job->fd);
 	TALLOC_FREE(job);	/* and req, its child */
 }
 
-static void iotune_ra_submit(struct vfs_handle_struct *handle,
-			     struct files_struct *fsp,
-			     uint64_t off,
-			     uint64_t len,
-			     bool drop)
+void iotune_fd_job_submit(struct vfs_handle_struct *handle,
+			  struct files_struct *fsp,
+			  uint64_t off,
+			  uint64_t len,
+			  enum iotune_fd_job_kind kind)
 {
-	struct iotune_ra_job *job = NULL;
+	struct iotune_fd_job *job = NULL;
 	struct tevent_req *req = NULL;
 
 	/* on no parent: a job outlives the connection that asked for it */
-	job = talloc(NULL, struct iotune_ra_job);
+	job = talloc(NULL, struct iotune_fd_job);
 	if (job == NULL) {
 		return;
 	}
-	*job = (struct iotune_ra_job) {
+	*job = (struct iotune_fd_job) {
 		.fd = dup(fsp_get_io_fd(fsp)),
 		.off = (off_t)off,
 		.len = (off_t)len,
-		.drop = drop,
+		.kind = kind,
 	};
 	if (job->fd == -1) {
 		TALLOC_FREE(job);
@@ -112,13 +125,13 @@ static void iotune_ra_submit(struct vfs_handle_struct *handle,
 	}
 	req = pthreadpool_tevent_job_send(job, handle->conn->sconn->ev_ctx,
 					  handle->conn->sconn->pool,
-					  iotune_ra_job_run, job);
+					  iotune_fd_job_run, job);
 	if (req == NULL) {
 		close(job->fd);
 		TALLOC_FREE(job);
 		return;
 	}
-	tevent_req_set_callback(req, iotune_ra_job_done, job);
+	tevent_req_set_callback(req, iotune_fd_job_done, job);
 }
 
 /*
@@ -237,12 +250,12 @@ void iotune_ra_on_read(struct vfs_handle_struct *handle,
 		       iotune_ra_stats_of(share), (uint64_t)off, n, &act);
 	iotune_ra_handover(share, file, act.kernel);
 	if (act.prefetch_len > 0) {
-		iotune_ra_submit(handle, fsp, act.prefetch_off,
-				 act.prefetch_len, false);
+		iotune_fd_job_submit(handle, fsp, act.prefetch_off,
+				     act.prefetch_len, IOTUNE_FD_PREFETCH);
 	}
 	if (act.drop_len > 0) {
-		iotune_ra_submit(handle, fsp, act.drop_off, act.drop_len,
-				 true);
+		iotune_fd_job_submit(handle, fsp, act.drop_off, act.drop_len,
+				     IOTUNE_FD_DROP);
 	}
 }
 

@@ -100,12 +100,16 @@ void iotune_wcache_share_init(struct iotune_share *share, int snum)
 	share->wc_bypass = MIN(bypass, share->config.write_cache_size);
 	share->wc_flushes = costly ? IOTUNE_WC_MAX_FLUSHES : 1;
 	share->wc_reserve_async = iotune_cache_reserve_async(share);
+	/* through the page cache of a local file system only */
+	share->wc_writeback = share->config.write_cache_start_writeback &&
+			      !costly;
 	DBG_INFO("share '%s': writes of %" PRIu64 " bytes or more go "
 		 "straight to disk, %u windows per file on their way to "
-		 "disk at once, reservations %s\n", share->name,
-		 share->wc_bypass, share->wc_flushes,
+		 "disk at once, reservations %s, write-back %s\n",
+		 share->name, share->wc_bypass, share->wc_flushes,
 		 share->wc_reserve_async ? "in batches in the thread pool" :
-		 "inline");
+		 "inline", share->wc_writeback ?
+		 "started as each window is written" : "left to the kernel");
 }
 
 static struct iotune_wc_stats *iotune_cache_stats(struct iotune_share *share)
@@ -369,6 +373,7 @@ static struct iotune_wc_params iotune_cache_params(
 		.flushes = share->wc_flushes,
 		.copy_size = IOTUNE_COPY_IN_POOL,
 		.reserve_async = share->wc_reserve_async,
+		.writeback = share->wc_writeback,
 	};
 }
 

@@ -358,6 +358,11 @@ void iotune_cache_apply(struct iotune_cache *cache,
 	if (act->done) {
 		iotune_cache_wake(cache);
 	}
+	if (act->writeback_len > 0 && cache->files != NULL) {
+		iotune_fd_job_submit(cache->files->handle, cache->files->fsp,
+				     act->writeback_off, act->writeback_len,
+				     IOTUNE_FD_WRITEBACK);
+	}
 	/* not act->tick_ms: a failed dispatch or copy above ran the core */
 	iotune_cache_arm_tick(cache, iotune_wc_next_tick(&cache->wc));
 	iotune_cache_times_landed(cache);

@@ -98,6 +98,32 @@ static void slot_free(struct iotune_wcache *c, struct iotune_wc_flush *f)
 	*f = (struct iotune_wc_flush) { 0 };
 }
 
+/*
+ * All of f's window is written: its write-back may start (with several
+ * windows in one action, a synchronous flush's, the range covers them
+ * all).  Only once the last piece landed, so that one window asks once
+ * and never for bytes still on their way.
+ */
+static void ask_writeback(const struct iotune_wcache *c,
+			  const struct iotune_wc_flush *f,
+			  struct iotune_wc_action *act)
+{
+	uint64_t off;
+	uint64_t end;
+
+	if (!c->p.writeback || f->buf.n_ext == 0) {
+		return;
+	}
+	off = f->buf.ext[0].off;
+	end = iotune_wc_ext_end(&f->buf.ext[f->buf.n_ext - 1]);
+	if (act->writeback_len != 0) {
+		off = MIN(off, act->writeback_off);
+		end = MAX(end, act->writeback_off + act->writeback_len);
+	}
+	act->writeback_off = off;
+	act->writeback_len = end - off;
+}
+
 /* Puts the next piece of slot s into act, or ends a flush that is done. */
 static bool issue_piece(struct iotune_wcache *c, unsigned s,
 			struct iotune_wc_action *act)
@@ -110,6 +136,7 @@ static bool issue_piece(struct iotune_wcache *c, unsigned s,
 		f->in_flight = true;
 		return true;
 	}
+	ask_writeback(c, f, act);
 	slot_free(c, f);
 	if (!iotune_wc_failed(c)) {
 		c->backoff_ms = 0;

@@ -94,6 +94,7 @@ struct iotune_config {
 	uint64_t write_cache_max_files;
 	uint64_t write_cache_flush_timeout_ms;
 	bool write_cache_batch_reservations;
+	bool write_cache_start_writeback;
 };
 
 /*

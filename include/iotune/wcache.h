@@ -212,6 +212,11 @@ struct iotune_wc_params {
 				 * thread (act->reserve, answered with
 				 * iotune_wc_reserve_done()); false: one
 				 * io->reserve call inline per write */
+	bool writeback;		/* once all of a window is written, ask
+				 * for its write-back to start
+				 * (act->writeback_*): a page-cache
+				 * backend's later fsync finds it on its
+				 * way to disk */
 };
 
 /*
@@ -293,6 +298,10 @@ struct iotune_wc_action {
 	bool cannot_reserve;	/* the file system refused a reservation */
 	bool reserve_due;	/* reserve_async: a batch of reservations
 				 * waits for iotune_wc_reserve_launch() */
+	uint64_t writeback_off;	/* params.writeback: windows written in
+				 * full, within this range: start their
+				 * write-back (nothing to wait for) */
+	uint64_t writeback_len;	/* ... 0: none */
 };
 
 /*

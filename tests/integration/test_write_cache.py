@@ -6,6 +6,7 @@
 
 import os
 import random
+import re
 import threading
 import time
 
@@ -13,6 +14,7 @@ import pytest
 
 import harness
 from conftest import IOTUNE, PLAIN, start_smbd
+from stracing import Strace, calls
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -40,6 +42,7 @@ def smbd(request):
         'strict': dict(IOTUNE, **{'strict allocate': 'yes'}),
         'limited': share(write_cache_max_files='2',
                          write_cache_flush_timeout='60s'),
+        'no_writeback': share(write_cache_start_writeback='no'),
     }
     return start_smbd(request, shares,
                       global_params={'smbd profiling level': 'count'})
@@ -404,3 +407,49 @@ def test_idle_cache_ends_and_keeps_the_times(smbd):
     assert st.st_mtime_ns == flushed.st_mtime_ns
     client.close()
     client.quit()
+
+
+def write_traced(smbd, share_name, tmp_path, size):
+    """size bytes in 4 KiB writes under a batch oplock, one in flight,
+    then SMB2 FLUSH and close, with smbd traced from before the client's
+    process forks; the file's contents are checked; the trace's text"""
+    trace = Strace(smbd.proc.pid, str(tmp_path / (share_name + '.strace')),
+                   'sync_file_range,pwrite64')
+    client = harness.ScriptClient(smbd, share_name)
+    assert client.open('wb.bin', 'batch')[0] == OPLOCK_BATCH
+    data = random.Random(5).randbytes(size)
+    for off in range(0, size, 4 * KIB):
+        client.write(off, data[off:off + 4 * KIB])
+    client.flush()
+    client.close()
+    client.quit()
+    time.sleep(0.3)         # jobs of the thread pool finish
+    text = trace.stop()
+    with open(os.path.join(smbd.share_path(share_name), 'wb.bin'),
+              'rb') as f:
+        assert f.read() == data
+    return text
+
+
+def test_written_windows_start_their_writeback(smbd, tmp_path):
+    """Each 1 MiB window the cache writes into the page cache asks Linux
+    to start writing it to disk (sync_file_range, SYNC_FILE_RANGE_WRITE
+    alone: nothing waits), over the window's bytes; with "write cache
+    start writeback = no" no such call is made, while the same windows
+    are written (the trace saw them, so its silence counts)."""
+    size = 4 * MIB
+    text = write_traced(smbd, 'iotune', tmp_path, size)
+    ranges = sorted((int(off), int(n), flags) for _, off, n, flags in
+                    calls(text, 'sync_file_range'))
+    assert {flags for _, _, flags in ranges} == {'SYNC_FILE_RANGE_WRITE'}
+    covered = 0
+    for off, n, _ in ranges:
+        assert off <= covered and off + n <= size, ranges
+        covered = max(covered, off + n)
+    assert covered == size, ranges
+    assert len(ranges) <= size // MIB + 1, ranges
+    text = write_traced(smbd, 'no_writeback', tmp_path, size)
+    assert len(re.findall(r'pwrite64\(\d+, .*, %d, \d+\) = %d' % (MIB, MIB),
+                          text)) >= 3, text[-2000:]
+    assert calls(text, 'sync_file_range') == []
+

@@ -194,6 +194,8 @@ static void test_config_defaults(void **state)
 	assert_true(c.readahead_budget == 64 * 1024 * 1024);
 	assert_int_equal(c.fadvise, 0);
 	assert_false(c.drop_behind);
+	assert_false(c.write_cache_batch_reservations);
+	assert_true(c.write_cache_start_writeback);
 	assert_string_equal(err, "");
 }
 
@@ -205,6 +207,7 @@ static void test_config_values(void **state)
 		"write cache max files", "3",
 		"write cache flush timeout", "2s",
 		"stats", "no",
+		"write cache start writeback", "no",
 		NULL,
 	};
 	struct iotune_config c;
@@ -219,8 +222,10 @@ static void test_config_values(void **state)
 	assert_true(c.write_cache_max_files == 3);
 	assert_true(c.write_cache_flush_timeout_ms == 2000);
 	assert_false(c.stats);
+	assert_false(c.write_cache_start_writeback);
 
 	iotune_config_describe(&c, desc, sizeof(desc));
+	assert_non_null(strstr(desc, "write cache start writeback = no"));
 	assert_non_null(strstr(desc, "write cache size = 8K"));
 	assert_non_null(strstr(desc, "write cache bypass size = 32K"));
 	assert_non_null(strstr(desc, "write cache max files = 3"));

@@ -191,19 +191,23 @@ struct fixture {
 	bool rsv_done[IOTUNE_RSVQ_RUNS];	/* ... answered */
 	unsigned batches;	/* batches started */
 	bool auto_launch;	/* a batch starts as soon as it forms */
+	unsigned writebacks;	/* write-backs asked for */
+	uint64_t wb_off;	/* ... the last one's range */
+	uint64_t wb_len;
 	struct w w[MAX_OPS];
 	uint8_t model[DISK_MAX];
 	uint64_t model_size;
 };
 
-static int setup_all(void **state, uint64_t copy_size, unsigned flushes,
-		     bool reserve_async)
+/* every fixture asks for write-backs but one (setup_no_writeback) */
+static int setup_wb(void **state, uint64_t copy_size, unsigned flushes,
+		    bool reserve_async, bool writeback)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct iotune_wc_params p = {
 		.capacity = CAP, .timeout_ms = 1000,
 		.copy_size = copy_size, .flushes = flushes,
-		.reserve_async = reserve_async,
+		.reserve_async = reserve_async, .writeback = writeback,
 	};
 
 	assert_non_null(f);
@@ -219,6 +223,17 @@ static int setup_all(void **state, uint64_t copy_size, unsigned flushes,
 	fail_mallocs = 0;
 	*state = f;
 	return 0;
+}
+
+static int setup_all(void **state, uint64_t copy_size, unsigned flushes,
+		     bool reserve_async)
+{
+	return setup_wb(state, copy_size, flushes, reserve_async, true);
+}
+
+static int setup_no_writeback(void **state)
+{
+	return setup_wb(state, 0, 1, false, false);
 }
 
 static int setup_params(void **state, uint64_t copy_size, unsigned flushes)
@@ -343,11 +358,40 @@ static void take_reservations(struct fixture *f,
 	f->batches++;
 }
 
+/*
+ * A write-back is asked for bytes that are written (the range's first
+ * and last, unless a lost right dropped some), never for a piece still
+ * on its way, and never when the cache was not asked to.
+ */
+static void take_writeback(struct fixture *f,
+			   const struct iotune_wc_action *act)
+{
+	uint64_t end = act->writeback_off + act->writeback_len;
+	unsigned i;
+
+	if (act->writeback_len == 0) {
+		return;
+	}
+	assert_true(f->c.p.writeback);
+	if (act->dropped == 0) {
+		assert_true(f->disk.written[act->writeback_off / BLOCK]);
+		assert_true(f->disk.written[(end - 1) / BLOCK]);
+	}
+	for (i = 0; i < f->piece; i++) {
+		assert_true(f->pieces[i].off + f->pieces[i].len <=
+			    act->writeback_off || f->pieces[i].off >= end);
+	}
+	f->writebacks++;
+	f->wb_off = act->writeback_off;
+	f->wb_len = act->writeback_len;
+}
+
 /* The fake adapter: does what the core asks, or keeps it for later. */
 static void apply(struct fixture *f, const struct iotune_wc_action *act)
 {
 	struct iotune_wc_op *op = NULL;
 
+	take_writeback(f, act);
 	f->tick = act->tick_ms;
 	if (act->tick_ms != 0) {
 		assert_true(act->tick_ms > f->now);	/* never spins */
@@ -935,6 +979,76 @@ static void fail_timed_flush(struct fixture *f, int err, unsigned count)
 	f->disk.fail_count = count;
 	tick_at(f, f->now + 1000);
 	do_piece(f);
+}
+
+/*
+ * Write-back: once all of a window is written, and only then, the core
+ * asks once for the write-back of the window's bytes (its first extent
+ * to its last); take_writeback() checks that they are written.
+ */
+static void test_written_window_asks_for_its_writeback(void **state)
+{
+	struct fixture *f = *state;
+	struct w *w = NULL;
+
+	write_at(f, 4 * KIB, 4 * KIB, 1);
+	write_at(f, 40 * KIB, 100, 2);
+	w = barrier(f, IOTUNE_FLUSH_FSYNC);
+	assert_int_equal(f->piece, 1);
+	do_piece(f);			/* the first extent lands */
+	assert_int_equal(f->piece, 1);
+	assert_int_equal(f->writebacks, 0);
+	do_piece(f);			/* the last one */
+	assert_done(w, 0);
+	assert_int_equal(f->writebacks, 1);
+	assert_int_equal(f->wb_off, 4 * KIB);
+	assert_int_equal(f->wb_len, 36 * KIB + 100);
+	settle(f);
+	assert_closes_to_model(f);
+	assert_int_equal(f->writebacks, 1);	/* nothing more was written */
+}
+
+/* A failed flush asks for nothing; its retry, once written, does. */
+static void test_failed_window_asks_after_its_retry(void **state)
+{
+	struct fixture *f = *state;
+
+	fail_timed_flush(f, EIO, 1);
+	assert_int_equal(f->stats.flush_errors, 1);
+	assert_int_equal(f->writebacks, 0);
+	tick_at(f, f->tick);		/* the retry, at its time */
+	assert_int_equal(f->piece, 1);
+	assert_int_equal(f->writebacks, 0);
+	do_piece(f);
+	assert_int_equal(f->writebacks, 1);
+	assert_int_equal(f->wb_off, 0);
+	assert_int_equal(f->wb_len, 100);
+	assert_disk_is_model(f);
+}
+
+/* A synchronous flush (a close) asks too, for what it wrote. */
+static void test_sync_flush_asks_for_what_it_wrote(void **state)
+{
+	struct fixture *f = *state;
+
+	write_at(f, CAP + 8 * KIB, 4 * KIB, 1);
+	assert_closes_to_model(f);
+	assert_int_equal(f->writebacks, 1);
+	assert_int_equal(f->wb_off, CAP + 8 * KIB);
+	assert_int_equal(f->wb_len, 4 * KIB);
+}
+
+/* Nothing is asked of a cache that was not asked to. */
+static void test_no_writeback_unless_asked(void **state)
+{
+	struct fixture *f = *state;
+
+	fill_window(f, 0, 1);
+	settle(f);
+	write_at(f, CAP, 100, 2);
+	assert_closes_to_model(f);
+	assert_int_equal(f->stats.flush_writes, 2);
+	assert_int_equal(f->writebacks, 0);
 }
 
 /*
@@ -1721,6 +1835,33 @@ static void test_one_retry_at_a_time(void **state)
 }
 
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
+/*
+ * Windows in flight at once: each asks for its own write-back as its
+ * own last piece lands, in whatever order they land.
+ */
+static void test_parallel_windows_ask_each_for_their_own(void **state)
+{
+	struct fixture *f = *state;
+	unsigned i;
+
+	for (i = 0; i < 3; i++) {
+		fill_window(f, i * CAP, i);
+	}
+	assert_int_equal(f->piece, 3);
+	do_piece_at(f, 2);
+	assert_int_equal(f->writebacks, 1);
+	assert_int_equal(f->wb_off, 2 * CAP);
+	assert_int_equal(f->wb_len, CAP);
+	do_piece_at(f, 0);
+	assert_int_equal(f->writebacks, 2);
+	assert_int_equal(f->wb_off, 0);
+	assert_int_equal(f->wb_len, CAP);
+	do_piece(f);
+	assert_int_equal(f->writebacks, 3);
+	assert_int_equal(f->wb_off, CAP);
+	assert_closes_to_model(f);
+}
+
 static void test_flush_slots_and_alignment(void **state)
 {
 	struct fixture *f = *state;
@@ -2290,6 +2431,12 @@ int main(void)
 		T(test_snapshot_survives_flush_during_read),
 		T(test_flush_size_buckets),
 		T(test_randomized_against_model),
+		T(test_written_window_asks_for_its_writeback),
+		T(test_failed_window_asks_after_its_retry),
+		T(test_sync_flush_asks_for_what_it_wrote),
+		cmocka_unit_test_setup_teardown(
+			test_no_writeback_unless_asked,
+			setup_no_writeback, teardown),
 #undef T
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_flushes, \
 						teardown)
@@ -2301,6 +2448,7 @@ int main(void)
 		T(test_write_waits_for_the_result_of_its_retry),
 		T(test_one_retry_at_a_time),
 		T(test_flush_slots_and_alignment),
+		T(test_parallel_windows_ask_each_for_their_own),
 #undef T
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_async, \
 						teardown)
