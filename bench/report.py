@@ -256,8 +256,8 @@ def write_section(wm, charts, md):
 def floor_section(wm, md):
     md += ['### One write in flight: the round trip', '',
            'With one request in flight, a write cannot be answered faster '
-           'than an SMB2 ECHO, a request that does nothing, on the same '
-           'connection; nor faster than a WRITE that writes nothing (a '
+           'than an SMB2 ECHO, a request that does nothing, to the same '
+           'share; nor faster than a WRITE that writes nothing (a '
            'share whose only module, the test module `iotune_fault`, '
            'answers every write at once: smbd\'s own request path).  '
            '"free res." is iotune with `iotune_fault` below it answering '
@@ -265,7 +265,13 @@ def floor_section(wm, md):
            'reservations.  On the page-cache share, "smbd alone" is a '
            'share with `aio write size = 0`: smbd writes on its main '
            'thread, its cheapest write path.  Microseconds per request '
-           'until the SMB2 FLUSH after the last write returns, medians.',
+           'until the SMB2 FLUSH after the last write returns, medians.  '
+           'Each side has a connection of its own, and an untimed burst '
+           'of ECHOes on another connection opens and ends each round, '
+           'so that no side runs right after its own connection was '
+           'busy: on this VM that history alone moved an ECHO between '
+           'about 25-45 us and 50-65 us (bench/write_matrix.py, '
+           'round_trip_floor()).',
            '', '| share | SMB2 ECHO | null WRITE | iotune | free res. | '
            'without | smbd alone | iotune / without | ECHO / iotune |',
            '|---|---|---|---|---|---|---|---|---|']
@@ -553,7 +559,7 @@ def goals_section(wm, insn, md, again=None):
            'its reservation while others move, so the cache can pass '
            'them, and has in some runs.  Round '
            'trip: with one write in flight a write cannot be answered '
-           'faster than an SMB2 ECHO on the same connection, so ECHO / '
+           'faster than an SMB2 ECHO to the same share, so ECHO / '
            'cached write is the fraction of that bound reached; every '
            'such write also waits for its own reservation (each reaches '
            'past the range reserved last), so a WRITE that writes '

@@ -123,10 +123,12 @@ class Pumper:
         self.busy = {}  # share -> the machine's CPU busy share per run
         self.flush_s = 0.0  # the last run's SMB2 FLUSH, seconds
 
-    def client(self, share):
-        if share not in self.clients:
-            self.clients[share] = harness.ScriptClient(self.smbd, share)
-        return self.clients[share]
+    def client(self, share, key=None):
+        """share's connection; key: another connection of its own"""
+        key = key or share
+        if key not in self.clients:
+            self.clients[key] = harness.ScriptClient(self.smbd, share)
+        return self.clients[key]
 
     def fresh(self, *shares):
         """New connections, so new smbd processes, for shares: both sides
@@ -180,10 +182,11 @@ class Pumper:
         spent = after.get('wc_reserve_us', 0) - before.get('wc_reserve_us', 0)
         return mbs, spent / 1000
 
-    def echo_us(self, share, count, depth):
+    def echo_us(self, share, count, depth, key=None):
         """microseconds per SMB2 ECHO, depth in flight, on share's
-        connection: the round trip of a request that does nothing"""
-        _, seconds = self.client(share).pump('echo', count, 1, depth)
+        connection (key: another of its own): the round trip of a
+        request that does nothing"""
+        _, seconds = self.client(share, key).pump('echo', count, 1, depth)
         return seconds / count * 1e6
 
     def median_busy(self, share, last):
@@ -283,14 +286,28 @@ def cpu_table(pumper, rounds, scale):
     return rows
 
 
+# ECHOes of the untimed bursts around the sides of a round-trip cell
+SPACER_ECHOES = 256
+
+
 def round_trip_floor(pumper, kind, rounds, scale):
     """The goals for 4 KiB writes with one in flight, next to the floor of
-    that cell: an SMB2 ECHO on the same connection as the cached writes.
-    With one request in flight a write cannot be answered faster than a
-    request that does nothing, so base_us / echo_us is the most any
-    cache in smbd could reach in that cell on this machine.  On the
-    page-cache share also smbd's own cheapest write: a share with "aio
-    write size = 0" writes on the main thread with no thread pool."""
+    that cell: an SMB2 ECHO to the cached share.  With one request in
+    flight a write cannot be answered faster than a request that does
+    nothing, so base_us / echo_us is the most any cache in smbd could
+    reach in that cell on this machine.  On the page-cache share also
+    smbd's own cheapest write: a share with "aio write size = 0" writes
+    on the main thread with no thread pool.
+
+    Every side has a connection of its own that nothing else uses, and
+    an untimed burst of ECHOes on yet another connection opens and ends
+    each round: so no side ever runs right after its own connection was
+    busy.  On this 2-vCPU VM that history alone moved an ECHO between
+    24-45 us (the connection idle before) and 49-65 us (right after its
+    own requests), and a cached write by some 15 us; the cell used to
+    time the ECHO on the cached writes' connection, right after them or
+    right before them, which put the ECHO and half the cached rounds in
+    the slow state and the other sides in the fast one."""
     tuned, base = PAIRS[kind]
     block = 4 * KIB
     total = total_for(block, scale)
@@ -299,8 +316,14 @@ def round_trip_floor(pumper, kind, rounds, scale):
     def writes(share):
         return lambda: flush_split(pumper, share, total, block)
 
+    def spacer():
+        pumper.echo_us(tuned, SPACER_ECHOES, 1, key='spacer-' + tuned)
+        return (0.0, 0.0)
+
     fns = {
-        'echo': lambda: (pumper.echo_us(tuned, count, 1), 0.0),
+        'spacer_a': spacer,
+        'echo': lambda: (pumper.echo_us(tuned, count, 1,
+                                        key='echo-' + tuned), 0.0),
         'iotune': writes(tuned),
         'base': writes(base),
     }
@@ -311,9 +334,12 @@ def round_trip_floor(pumper, kind, rounds, scale):
         fns['free'] = writes(free)
     if NULL_WRITES in pumper.smbd.shares:
         fns['null'] = writes(NULL_WRITES)
+    fns['spacer_b'] = spacer
     for fn in fns.values():
         fn()
     both = median_alternating(rounds, fns)
+    for key in ('spacer_a', 'spacer_b'):
+        del both[key]
     m = {k: v[0] for k, v in both.items()}
     row = {'backend': kind, 'block': block, 'depth': 1, 'writes': count}
     row.update({k + '_us': round(v, 1) for k, v in m.items()})
