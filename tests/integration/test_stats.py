@@ -126,6 +126,39 @@ def test_interval_shows_rates_during_a_transfer(smbd, tmp_path):
     assert max(rates) > 0
 
 
+def test_store_in_a_commit_is_read_once_committed(tmp_path):
+    """A read-only open of a tdb whose writer is between the prepare and
+    the end of a commit fails; iotune-stat tries again for a while, and
+    says what it tried when the commit never ends (no smbd here: the
+    test is the writer)."""
+    import tdb
+    conf = tmp_path / 'smb.conf'
+    conf.write_text('[global]\n\tlock directory = %s\n' % tmp_path)
+    db = tdb.Tdb(str(tmp_path / 'iotune_stats.tdb'), 0, tdb.DEFAULT,
+                 os.O_RDWR | os.O_CREAT)
+
+    def prepared(key):
+        db.transaction_start()
+        db[key] = b''       # a change: a commit with something to do
+        db.transaction_prepare_commit()
+        return subprocess.Popen([TOOL, '--configfile', str(conf), '--json'],
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    tool = prepared(b'other1')
+    time.sleep(1)
+    assert tool.poll() is None          # still trying
+    db.transaction_commit()
+    out, err = tool.communicate(timeout=30)
+    assert tool.returncode == 0, err
+    assert json.loads(out)['shares'] == {}
+    tool = prepared(b'other2')
+    out, err = tool.communicate(timeout=30)
+    db.transaction_cancel()
+    assert tool.returncode != 0
+    assert 'tried for 3 s' in err, err
+    db.close()
+
+
 PROM_LINE = re.compile(
     r'^(# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+|'
     r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*"'
