@@ -134,6 +134,21 @@ static void apply(const struct iotune_wc_action *act)
 	if (act->reserve_due && launch_at_once) {
 		launch();
 	}
+	if (act->writeback_len != 0) {
+		uint64_t end = act->writeback_off + act->writeback_len;
+		unsigned i;
+
+		if (!c.p.writeback) {
+			abort();	/* not asked to */
+		}
+		for (i = 0; i < piece; i++) {
+			if (pending[i].flush_off < end &&
+			    pending[i].flush_off + pending[i].flush_len >
+			    act->writeback_off) {
+				abort();	/* a piece still on its way */
+			}
+		}
+	}
 	if (act->flush_io) {
 		unsigned i;
 
@@ -422,6 +437,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.flushes = size > 0 ? 1 + data[0] % IOTUNE_WC_MAX_FLUSHES : 1,
 		/* reservations in batches or inline */
 		.reserve_async = size > 0 && (data[0] & 0x10) != 0,
+		/* write-backs asked for the windows written, or not */
+		.writeback = size > 0 && (data[0] & 0x20) != 0,
 	};
 	struct iotune_wc_action act;
 	int lost = 0;

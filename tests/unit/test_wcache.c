@@ -1834,7 +1834,6 @@ static void test_one_retry_at_a_time(void **state)
 	assert_closes_to_model(f);
 }
 
-/* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
 /*
  * Windows in flight at once: each asks for its own write-back as its
  * own last piece lands, in whatever order they land.
@@ -1862,6 +1861,30 @@ static void test_parallel_windows_ask_each_for_their_own(void **state)
 	assert_closes_to_model(f);
 }
 
+/*
+ * A synchronous flush that retries a failed window and writes the active
+ * one asks once, over both: nothing for the failure, one range after.
+ */
+static void test_sync_flush_merges_retried_and_active_writeback(void **state)
+{
+	struct fixture *f = *state;
+
+	write_at(f, 0, 100, 1);
+	write_at(f, CAP + 8 * KIB, 4 * KIB, 2);	/* the first window goes */
+	assert_int_equal(f->piece, 1);
+	f->disk.fail_errno = EIO;
+	f->disk.fail_count = 1;
+	do_piece(f);
+	assert_int_equal(f->stats.flush_errors, 1);
+	assert_int_equal(f->piece, 0);
+	assert_int_equal(f->writebacks, 0);
+	assert_closes_to_model(f);		/* the retry, then the rest */
+	assert_int_equal(f->writebacks, 1);
+	assert_int_equal(f->wb_off, 0);
+	assert_int_equal(f->wb_len, CAP + 12 * KIB);
+}
+
+/* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
 static void test_flush_slots_and_alignment(void **state)
 {
 	struct fixture *f = *state;
@@ -2449,6 +2472,7 @@ int main(void)
 		T(test_one_retry_at_a_time),
 		T(test_flush_slots_and_alignment),
 		T(test_parallel_windows_ask_each_for_their_own),
+		T(test_sync_flush_merges_retried_and_active_writeback),
 #undef T
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_async, \
 						teardown)
