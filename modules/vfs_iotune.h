@@ -383,6 +383,16 @@ enum iotune_fd_job_kind {
 	IOTUNE_FD_DROP,		/* POSIX_FADV_DONTNEED */
 	IOTUNE_FD_WRITEBACK,	/* sync_file_range(SYNC_FILE_RANGE_WRITE) */
 };
+struct iotune_fd_job;
+typedef void (*iotune_fd_job_ended_fn)(void *private_data);
+struct iotune_fd_job *iotune_fd_job_start(struct vfs_handle_struct *handle,
+					  struct files_struct *fsp,
+					  uint64_t off,
+					  uint64_t len,
+					  enum iotune_fd_job_kind kind,
+					  iotune_fd_job_ended_fn ended,
+					  void *private_data);
+void iotune_fd_job_forget(struct iotune_fd_job *job);
 void iotune_fd_job_submit(struct vfs_handle_struct *handle,
 			  struct files_struct *fsp,
 			  uint64_t off,

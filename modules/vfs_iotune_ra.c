@@ -65,6 +65,8 @@ struct iotune_fd_job {
 	off_t off;
 	off_t len;
 	enum iotune_fd_job_kind kind;
+	iotune_fd_job_ended_fn ended;	/* NULL: nobody waits for it */
+	void *private_data;
 };
 
 static void iotune_fd_job_run(void *private_data)
@@ -93,10 +95,68 @@ static void iotune_fd_job_done(struct tevent_req *req)
 {
 	struct iotune_fd_job *job = tevent_req_callback_data(
 		req, struct iotune_fd_job);
+	iotune_fd_job_ended_fn ended = job->ended;
+	void *private_data = job->private_data;
 
 	(void)pthreadpool_tevent_job_recv(req);
 	close(job->fd);
 	TALLOC_FREE(job);	/* and req, its child */
+	if (ended != NULL) {
+		ended(private_data);
+	}
+}
+
+/*
+ * Starts a job in smbd's pool.  ended (if not NULL) is called with
+ * private_data from the main event loop once it has run, unless
+ * iotune_fd_job_forget() was called first.  NULL: it did not start (no
+ * descriptor, no memory), and ended will not be called.
+ */
+struct iotune_fd_job *iotune_fd_job_start(struct vfs_handle_struct *handle,
+					  struct files_struct *fsp,
+					  uint64_t off,
+					  uint64_t len,
+					  enum iotune_fd_job_kind kind,
+					  iotune_fd_job_ended_fn ended,
+					  void *private_data)
+{
+	struct iotune_fd_job *job = NULL;
+	struct tevent_req *req = NULL;
+
+	/* on no parent: a job outlives the connection that asked for it */
+	job = talloc(NULL, struct iotune_fd_job);
+	if (job == NULL) {
+		return NULL;
+	}
+	*job = (struct iotune_fd_job) {
+		.fd = dup(fsp_get_io_fd(fsp)),
+		.off = (off_t)off,
+		.len = (off_t)len,
+		.kind = kind,
+		.ended = ended,
+		.private_data = private_data,
+	};
+	if (job->fd == -1) {
+		TALLOC_FREE(job);
+		return NULL;
+	}
+	req = pthreadpool_tevent_job_send(job, handle->conn->sconn->ev_ctx,
+					  handle->conn->sconn->pool,
+					  iotune_fd_job_run, job);
+	if (req == NULL) {
+		close(job->fd);
+		TALLOC_FREE(job);
+		return NULL;
+	}
+	tevent_req_set_callback(req, iotune_fd_job_done, job);
+	return job;
+}
+
+/* Whoever waited for the job's end is gone; the job runs on. */
+void iotune_fd_job_forget(struct iotune_fd_job *job)
+{
+	job->ended = NULL;
+	job->private_data = NULL;
 }
 
 void iotune_fd_job_submit(struct vfs_handle_struct *handle,
@@ -105,33 +165,7 @@ void iotune_fd_job_submit(struct vfs_handle_struct *handle,
 			  uint64_t len,
 			  enum iotune_fd_job_kind kind)
 {
-	struct iotune_fd_job *job = NULL;
-	struct tevent_req *req = NULL;
-
-	/* on no parent: a job outlives the connection that asked for it */
-	job = talloc(NULL, struct iotune_fd_job);
-	if (job == NULL) {
-		return;
-	}
-	*job = (struct iotune_fd_job) {
-		.fd = dup(fsp_get_io_fd(fsp)),
-		.off = (off_t)off,
-		.len = (off_t)len,
-		.kind = kind,
-	};
-	if (job->fd == -1) {
-		TALLOC_FREE(job);
-		return;
-	}
-	req = pthreadpool_tevent_job_send(job, handle->conn->sconn->ev_ctx,
-					  handle->conn->sconn->pool,
-					  iotune_fd_job_run, job);
-	if (req == NULL) {
-		close(job->fd);
-		TALLOC_FREE(job);
-		return;
-	}
-	tevent_req_set_callback(req, iotune_fd_job_done, job);
+	(void)iotune_fd_job_start(handle, fsp, off, len, kind, NULL, NULL);
 }
 
 /*

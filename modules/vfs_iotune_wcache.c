@@ -259,6 +259,11 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	SMB_ASSERT(!iotune_cache_flushing(cache) && cache->sync == 0);
 	iotune_cache_wait_copies(cache);
 	iotune_cache_reserve_end(cache);
+	if (cache->writeback != NULL) {
+		/* it runs on; what waits for it is forgotten */
+		iotune_fd_job_forget(cache->writeback);
+		cache->writeback = NULL;
+	}
 	TALLOC_FREE(cache->tick_timer);
 	cache->ending = true;
 	iotune_wc_end(&cache->wc, &act);

@@ -61,6 +61,7 @@ struct iotune_cache {
 	struct tevent_immediate *wake_im;
 	struct iotune_copy_job *copies;	/* copies into it in flight */
 	struct iotune_rsv_job *reserves;	/* reservations in flight */
+	struct iotune_fd_job *writeback;	/* the write-back on its way */
 	uint64_t reserve_due_us;	/* a batch waits to start since */
 	struct tevent_timer *reserve_timer;	/* ... at the latest */
 	uint64_t reserve_timer_us;	/* ... at (iotune_now_us()) */

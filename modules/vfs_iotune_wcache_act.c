@@ -337,6 +337,48 @@ void iotune_cache_wait_copies(struct iotune_cache *cache)
 	}
 }
 
+static void iotune_cache_writeback_ended(void *private_data);
+
+/*
+ * Starts the write-back the core asks for, in smbd's pool; its end tells
+ * the core, which has one per cache on its way.  One that cannot start
+ * ends at once, and so may the one the core asks for next.  Not for a
+ * handle whose flushes of that size write with O_DIRECT (`direct io =
+ * client`): its windows are not in the page cache.
+ */
+static void iotune_cache_writeback(struct iotune_cache *cache, uint64_t off,
+				   uint64_t len)
+{
+	struct iotune_file *owner = cache->files;
+	struct iotune_wc_action next;
+
+	while (len > 0) {
+		if (owner != NULL &&
+		    !iotune_dio_wanted(cache->share, owner, true, len)) {
+			cache->writeback = iotune_fd_job_start(
+				owner->handle, owner->fsp, off, len,
+				IOTUNE_FD_WRITEBACK,
+				iotune_cache_writeback_ended, cache);
+		}
+		if (cache->writeback != NULL) {
+			return;
+		}
+		iotune_wc_writeback_done(&cache->wc, &next);
+		off = next.writeback_off;
+		len = next.writeback_len;
+	}
+}
+
+static void iotune_cache_writeback_ended(void *private_data)
+{
+	struct iotune_cache *cache = private_data;
+	struct iotune_wc_action act;
+
+	cache->writeback = NULL;
+	iotune_wc_writeback_done(&cache->wc, &act);
+	iotune_cache_apply(cache, &act);
+}
+
 /*
  * Carries out an action of the core: the flush piece, writes to send to
  * disk, the timer.  Completed requests are completed from an immediate
@@ -358,10 +400,9 @@ void iotune_cache_apply(struct iotune_cache *cache,
 	if (act->done) {
 		iotune_cache_wake(cache);
 	}
-	if (act->writeback_len > 0 && cache->files != NULL) {
-		iotune_fd_job_submit(cache->files->handle, cache->files->fsp,
-				     act->writeback_off, act->writeback_len,
-				     IOTUNE_FD_WRITEBACK);
+	if (act->writeback_len > 0) {
+		iotune_cache_writeback(cache, act->writeback_off,
+				       act->writeback_len);
 	}
 	/* not act->tick_ms: a failed dispatch or copy above ran the core */
 	iotune_cache_arm_tick(cache, iotune_wc_next_tick(&cache->wc));

@@ -98,15 +98,60 @@ static void slot_free(struct iotune_wcache *c, struct iotune_wc_flush *f)
 	*f = (struct iotune_wc_flush) { 0 };
 }
 
+/* Does [off, end) overlap a window that is not all written yet? */
+static bool overlaps_slots(const struct iotune_wcache *c, uint64_t off,
+			   uint64_t end)
+{
+	unsigned s;
+
+	for (s = 0; s < c->p.flushes; s++) {
+		if (c->fl[s].buf.n_ext > 0 &&
+		    iotune_wc_buf_overlaps(&c->fl[s].buf, off, end)) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /*
- * All of f's window is written: its write-back may start (with several
- * windows in one action, a synchronous flush's, the range covers them
- * all).  Only once the last piece landed, so that one window asks once
- * and never for bytes still on their way.
+ * Asks for the write-back of what was written since the last one asked,
+ * as one range, when it may start: one write-back per cache on its way
+ * (a client that fills the page cache faster than the disk drains it
+ * must not queue a job per window in smbd's pool), and never over a
+ * window still on its way (its bytes would be written back in part).
+ * A synchronous flush writes several windows in one action: the later
+ * ones join the range that action already asks for.
  */
-static void ask_writeback(const struct iotune_wcache *c,
-			  const struct iotune_wc_flush *f,
-			  struct iotune_wc_action *act)
+static void wb_issue(struct iotune_wcache *c, struct iotune_wc_action *act)
+{
+	uint64_t lo = c->wb_lo;
+	uint64_t hi = c->wb_hi;
+
+	if (hi == 0) {
+		return;
+	}
+	if (act->writeback_len != 0) {
+		lo = MIN(lo, act->writeback_off);
+		hi = MAX(hi, act->writeback_off + act->writeback_len);
+	} else if (c->wb_busy) {
+		return;
+	}
+	if (overlaps_slots(c, lo, hi)) {
+		return;
+	}
+	act->writeback_off = lo;
+	act->writeback_len = hi - lo;
+	c->wb_busy = true;
+	c->wb_lo = c->wb_hi = 0;
+}
+
+/*
+ * All of f's window is written: its write-back may start (its first
+ * extent to its last), now or after the one on its way.  Only once the
+ * last piece landed, so that it never asks for bytes still on their way.
+ */
+static void note_written(struct iotune_wcache *c,
+			 const struct iotune_wc_flush *f)
 {
 	uint64_t off;
 	uint64_t end;
@@ -116,12 +161,21 @@ static void ask_writeback(const struct iotune_wcache *c,
 	}
 	off = f->buf.ext[0].off;
 	end = iotune_wc_ext_end(&f->buf.ext[f->buf.n_ext - 1]);
-	if (act->writeback_len != 0) {
-		off = MIN(off, act->writeback_off);
-		end = MAX(end, act->writeback_off + act->writeback_len);
+	if (c->wb_hi != 0) {
+		off = MIN(off, c->wb_lo);
+		end = MAX(end, c->wb_hi);
 	}
-	act->writeback_off = off;
-	act->writeback_len = end - off;
+	c->wb_lo = off;
+	c->wb_hi = end;
+}
+
+void iotune_wc_writeback_done(struct iotune_wcache *c,
+			      struct iotune_wc_action *act)
+{
+	*act = (struct iotune_wc_action) { 0 };
+	c->wb_busy = false;
+	wb_issue(c, act);
+	act->tick_ms = iotune_wc_next_tick(c);
 }
 
 /* Puts the next piece of slot s into act, or ends a flush that is done. */
@@ -136,8 +190,9 @@ static bool issue_piece(struct iotune_wcache *c, unsigned s,
 		f->in_flight = true;
 		return true;
 	}
-	ask_writeback(c, f, act);
+	note_written(c, f);
 	slot_free(c, f);
+	wb_issue(c, act);
 	if (!iotune_wc_failed(c)) {
 		c->backoff_ms = 0;
 	}

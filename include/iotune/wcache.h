@@ -267,6 +267,9 @@ struct iotune_wcache {
 	struct iotune_rsvq rq;		/* reserve_async: the batches */
 	uint64_t rsv_ids;		/* the last op's rsv_id */
 	uint64_t landed;		/* writes of cached data that landed */
+	bool wb_busy;			/* a write-back is on its way */
+	uint64_t wb_lo;			/* [lo, hi): written, no */
+	uint64_t wb_hi;			/* write-back asked (0: none) */
 	struct iotune_wc_times times;	/* wctimes.h */
 	uint64_t log_next_ms;		/* rate limit of error lines */
 	unsigned log_repeats;
@@ -300,7 +303,8 @@ struct iotune_wc_action {
 				 * waits for iotune_wc_reserve_launch() */
 	uint64_t writeback_off;	/* params.writeback: windows written in
 				 * full, within this range: start their
-				 * write-back (nothing to wait for) */
+				 * write-back (nothing to wait for),
+				 * then iotune_wc_writeback_done() */
 	uint64_t writeback_len;	/* ... 0: none */
 };
 
@@ -383,6 +387,16 @@ void iotune_wc_flush_done(struct iotune_wcache *c,
 			  int err,
 			  uint64_t now_ms,
 			  struct iotune_wc_action *act);
+
+/*
+ * The write-back an action asked for (act->writeback_*) has ended, or
+ * could not start.  One write-back per cache is on its way at a time:
+ * the windows written meanwhile are asked for now, as one range (the
+ * first written byte to the last; never over a window still on its
+ * way).  A cache that ends forgets them: the kernel writes them back.
+ */
+void iotune_wc_writeback_done(struct iotune_wcache *c,
+			      struct iotune_wc_action *act);
 
 /* The tick asked for has come: timed flush, retry of a failed flush. */
 void iotune_wc_tick(struct iotune_wcache *c,

@@ -105,6 +105,7 @@ struct slot {
 static struct slot slots[MAX_OPS];
 static unsigned piece;	/* flush pieces in flight */
 static struct iotune_wc_action pending[IOTUNE_WC_MAX_FLUSHES];
+static int wb_on_way;	/* a write-back asked for has not ended */
 
 static void model_write(uint64_t off, const uint8_t *buf, size_t n)
 {
@@ -138,9 +139,10 @@ static void apply(const struct iotune_wc_action *act)
 		uint64_t end = act->writeback_off + act->writeback_len;
 		unsigned i;
 
-		if (!c.p.writeback) {
-			abort();	/* not asked to */
+		if (!c.p.writeback || wb_on_way) {
+			abort();	/* not asked to, or a second at once */
 		}
+		wb_on_way = 1;
 		for (i = 0; i < piece; i++) {
 			if (pending[i].flush_off < end &&
 			    pending[i].flush_off + pending[i].flush_len >
@@ -368,6 +370,16 @@ static void set_times(uint8_t x)
 	iotune_wc_times_pin(&c, t);
 }
 
+/* The write-back on its way ends: the core may ask for the next. */
+static void wb_end(void)
+{
+	struct iotune_wc_action act;
+
+	wb_on_way = 0;
+	iotune_wc_writeback_done(&c, &act);
+	apply(&act);
+}
+
 static void step(const uint8_t *d, int *lost)
 {
 	uint64_t off = ((uint64_t)d[1] << 8 | d[2]) % SPACE;
@@ -405,6 +417,9 @@ static void step(const uint8_t *d, int *lost)
 		submit(IOTUNE_WC_OP_BARRIER, 0, 0, 0, !*lost);
 		break;
 	case 8:
+		if ((d[2] & 1) && wb_on_way) {
+			wb_end();
+		}
 		now += d[3] * 20;
 		iotune_wc_tick(&c, now, &act);
 		apply(&act);
@@ -448,6 +463,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	disk_mtime = set_mtime = IOTUNE_TS_NONE;
 	fail_next = 0;
 	piece = 0;
+	wb_on_way = 0;
 	rsv.n = 0;
 	rsv_answered = 0;
 	now = 1;

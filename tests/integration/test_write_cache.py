@@ -43,6 +43,8 @@ def smbd(request):
         'limited': share(write_cache_max_files='2',
                          write_cache_flush_timeout='60s'),
         'no_writeback': share(write_cache_start_writeback='no'),
+        # handles opened unbuffered write their windows with O_DIRECT
+        'dio_client': share(direct_io='client', direct_io_min_size='0'),
     }
     return start_smbd(request, shares,
                       global_params={'smbd profiling level': 'count'})
@@ -409,7 +411,7 @@ def test_idle_cache_ends_and_keeps_the_times(smbd):
     client.quit()
 
 
-def write_traced(smbd, share_name, tmp_path, size, seen):
+def write_traced(smbd, share_name, tmp_path, size, seen, unbuffered=False):
     """size bytes in 4 KiB writes under a batch oplock, one in flight,
     then SMB2 FLUSH and close, with smbd traced from before the client's
     process forks; the file's contents are checked; the trace's text
@@ -418,7 +420,7 @@ def write_traced(smbd, share_name, tmp_path, size, seen):
     out = tmp_path / (share_name + '.strace')
     trace = Strace(smbd.proc.pid, str(out), 'sync_file_range,pwrite64')
     client = harness.ScriptClient(smbd, share_name)
-    assert client.open('wb.bin', 'batch')[0] == OPLOCK_BATCH
+    assert client.open('wb.bin', 'batch', unbuffered)[0] == OPLOCK_BATCH
     data = random.Random(5).randbytes(size)
     for off in range(0, size, 4 * KIB):
         client.write(off, data[off:off + 4 * KIB])
@@ -472,3 +474,24 @@ def test_written_windows_start_their_writeback(smbd, tmp_path):
                         lambda t: windows(t) >= size // MIB)
     assert windows(text) >= 3, text[-2000:]
     assert calls(text, 'sync_file_range') == []
+
+
+def test_direct_windows_start_no_writeback(smbd, tmp_path):
+    """A handle opened unbuffered on a "direct io = client" share has its
+    windows written with O_DIRECT: nothing of them is in the page cache,
+    so none asks for a write-back, while a buffered handle's windows on
+    the same share do (the trace saw both kinds of windows written)."""
+    size = 4 * MIB
+
+    def windows(text):
+        return len(re.findall(r'pwrite64\(\d+, .*, %d, \d+\) = %d' %
+                              (MIB, MIB), text))
+
+    text = write_traced(smbd, 'dio_client', tmp_path, size,
+                        lambda t: windows(t) >= size // MIB,
+                        unbuffered=True)
+    assert windows(text) >= 3, text[-2000:]
+    assert calls(text, 'sync_file_range') == []
+    text = write_traced(smbd, 'dio_client', tmp_path, size,
+                        lambda t: calls(t, 'sync_file_range') != [])
+    assert calls(text, 'sync_file_range') != [], text[-2000:]

@@ -192,6 +192,8 @@ struct fixture {
 	unsigned batches;	/* batches started */
 	bool auto_launch;	/* a batch starts as soon as it forms */
 	unsigned writebacks;	/* write-backs asked for */
+	bool wb_on_way;		/* ... one is, not ended yet */
+	bool wb_hold;		/* ... stays so until wb_end() */
 	uint64_t wb_off;	/* ... the last one's range */
 	uint64_t wb_len;
 	struct w w[MAX_OPS];
@@ -361,7 +363,8 @@ static void take_reservations(struct fixture *f,
 /*
  * A write-back is asked for bytes that are written (the range's first
  * and last, unless a lost right dropped some), never for a piece still
- * on its way, and never when the cache was not asked to.
+ * on its way, never while another is on its way, and never when the
+ * cache was not asked to.
  */
 static void take_writeback(struct fixture *f,
 			   const struct iotune_wc_action *act)
@@ -381,9 +384,24 @@ static void take_writeback(struct fixture *f,
 		assert_true(f->pieces[i].off + f->pieces[i].len <=
 			    act->writeback_off || f->pieces[i].off >= end);
 	}
+	assert_false(f->wb_on_way);
+	f->wb_on_way = true;
 	f->writebacks++;
 	f->wb_off = act->writeback_off;
 	f->wb_len = act->writeback_len;
+}
+
+static void apply(struct fixture *f, const struct iotune_wc_action *act);
+
+/* The write-back on its way has ended: the next may be asked for. */
+static void wb_end(struct fixture *f)
+{
+	struct iotune_wc_action act;
+
+	assert_true(f->wb_on_way);
+	f->wb_on_way = false;
+	iotune_wc_writeback_done(&f->c, &act);
+	apply(f, &act);
 }
 
 /* The fake adapter: does what the core asks, or keeps it for later. */
@@ -431,6 +449,9 @@ static void apply(struct fixture *f, const struct iotune_wc_action *act)
 	while ((op = iotune_wc_next_done(&f->c)) != NULL) {
 		assert_int_equal(op->state, IOTUNE_WC_OP_IDLE);
 		op_finished(f, op->private_data);
+	}
+	if (f->wb_on_way && !f->wb_hold) {
+		wb_end(f);		/* at once, unless a test holds it */
 	}
 }
 
@@ -1884,6 +1905,100 @@ static void test_sync_flush_merges_retried_and_active_writeback(void **state)
 	assert_int_equal(f->wb_len, CAP + 12 * KIB);
 }
 
+/*
+ * One write-back on its way per cache: windows written meanwhile wait,
+ * and go as one range when it ends; when nothing waits, nothing more.
+ */
+static void test_one_writeback_on_its_way(void **state)
+{
+	struct fixture *f = *state;
+	unsigned i;
+
+	f->wb_hold = true;
+	for (i = 0; i < 3; i++) {
+		fill_window(f, i * CAP, i);
+	}
+	do_piece_at(f, 1);
+	assert_int_equal(f->writebacks, 1);
+	assert_int_equal(f->wb_off, CAP);
+	assert_int_equal(f->wb_len, CAP);
+	do_piece(f);
+	do_piece(f);
+	assert_int_equal(f->writebacks, 1);	/* the others wait */
+	wb_end(f);
+	assert_int_equal(f->writebacks, 2);	/* both, one range */
+	assert_int_equal(f->wb_off, 0);
+	assert_int_equal(f->wb_len, 3 * CAP);
+	wb_end(f);
+	assert_false(f->wb_on_way);		/* nothing waited */
+	assert_int_equal(f->writebacks, 2);
+	f->wb_hold = false;
+	assert_closes_to_model(f);
+}
+
+/*
+ * Windows written on both sides of one still on its way: their range
+ * would cover it, so it waits for that window too, even with no
+ * write-back on its way; then one range over all of them.
+ */
+static void test_writeback_range_waits_for_the_window_it_spans(void **state)
+{
+	struct fixture *f = *state;
+	unsigned i;
+
+	f->wb_hold = true;
+	for (i = 0; i < 3; i++) {
+		fill_window(f, i * CAP, i);
+	}
+	do_piece_at(f, 2);
+	assert_int_equal(f->writebacks, 1);
+	assert_int_equal(f->wb_off, 2 * CAP);
+	do_piece(f);				/* window 0: waits */
+	fill_window(f, 3 * CAP, 3);		/* into the free slot */
+	assert_int_equal(f->piece, 2);
+	do_piece_at(f, 1);			/* window 3: waits */
+	wb_end(f);
+	assert_false(f->wb_on_way);		/* window 1 is on its way */
+	assert_int_equal(f->writebacks, 1);
+	do_piece(f);				/* window 1 */
+	assert_int_equal(f->writebacks, 2);
+	assert_int_equal(f->wb_off, 0);
+	assert_int_equal(f->wb_len, 4 * CAP);
+	wb_end(f);
+	f->wb_hold = false;
+	assert_closes_to_model(f);
+}
+
+/*
+ * A synchronous flush while a write-back is on its way asks nothing:
+ * what it wrote goes when that one ends, and a cache that ends first
+ * forgets it (the kernel writes it back).
+ */
+static void test_sync_flush_behind_a_writeback_on_its_way(void **state)
+{
+	struct fixture *f = *state;
+
+	f->wb_hold = true;
+	fill_window(f, 0, 1);
+	do_piece(f);
+	assert_int_equal(f->writebacks, 1);
+	write_at(f, CAP + 8 * KIB, 4 * KIB, 2);
+	assert_closes_to_model(f);
+	assert_int_equal(f->writebacks, 1);
+	wb_end(f);
+	assert_int_equal(f->writebacks, 2);
+	assert_int_equal(f->wb_off, CAP + 8 * KIB);
+	assert_int_equal(f->wb_len, 4 * KIB);
+	wb_end(f);
+	write_at(f, 2 * CAP, 4 * KIB, 3);
+	fill_window(f, 3 * CAP, 4);
+	do_piece(f);				/* on its way again */
+	write_at(f, 4 * CAP, 4 * KIB, 5);
+	settle(f);				/* window 3 lands: waits */
+	assert_closes_to_model(f);		/* waits; the cache ends */
+	assert_int_equal(f->writebacks, 3);
+}
+
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
 static void test_flush_slots_and_alignment(void **state)
 {
@@ -2473,6 +2588,9 @@ int main(void)
 		T(test_flush_slots_and_alignment),
 		T(test_parallel_windows_ask_each_for_their_own),
 		T(test_sync_flush_merges_retried_and_active_writeback),
+		T(test_one_writeback_on_its_way),
+		T(test_writeback_range_waits_for_the_window_it_spans),
+		T(test_sync_flush_behind_a_writeback_on_its_way),
 #undef T
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_async, \
 						teardown)
