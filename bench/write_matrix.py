@@ -131,7 +131,8 @@ class Pumper:
         return self.clients[key]
 
     def fresh(self, *shares):
-        """New connections, so new smbd processes, for shares: both sides
+        """New connections, so new smbd processes, for shares (or other
+        connections' keys, which then end): both sides
         of a pair start with the same history.  (How much a process has
         allocated and freed before moves glibc's mmap and trim
         thresholds: a fresh process faults in and zeroes the buffers of
@@ -338,6 +339,9 @@ def round_trip_floor(pumper, kind, rounds, scale):
     for fn in fns.values():
         fn()
     both = median_alternating(rounds, fns)
+    # the cell's own connections end with it: their idle smbd processes
+    # would stay up through the later cells of this smbd
+    pumper.fresh('echo-' + tuned, 'spacer-' + tuned)
     for key in ('spacer_a', 'spacer_b'):
         del both[key]
     m = {k: v[0] for k, v in both.items()}
