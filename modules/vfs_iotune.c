@@ -143,6 +143,7 @@ static void iotune_process_put(struct iotune_process *p)
 		return;
 	}
 	SMB_ASSERT(p->caches == NULL);
+	iotune_wc_pool_free(&p->wc_pool);
 	iotune_ra_process_fini(p);
 	iotune_smbd_process_fini(p);
 	if (iotune_proc == p) {

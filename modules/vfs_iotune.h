@@ -77,6 +77,7 @@ struct iotune_process {
 	uint64_t max_caches;	/* [global] write cache max files */
 	struct iotune_ra_budget ra_budget;
 	uint64_t ra_budget_global;	/* [global] readahead budget */
+	struct iotune_wc_pool wc_pool;	/* window buffers caches left */
 	int psi_fd;		/* memory pressure; -1: none, -2: not open */
 	unsigned psi_failures;	/* reads of it that failed in a row */
 	char *memcg;		/* the cgroup with smbd's memory limit */

@@ -369,7 +369,7 @@ static bool iotune_caches_evict_idle(struct iotune_process *p)
 }
 
 static struct iotune_wc_params iotune_cache_params(
-	const struct iotune_share *share)
+	struct iotune_share *share)
 {
 	return (struct iotune_wc_params) {
 		.capacity = share->config.write_cache_size,
@@ -379,6 +379,7 @@ static struct iotune_wc_params iotune_cache_params(
 		.copy_size = IOTUNE_COPY_IN_POOL,
 		.reserve_async = share->wc_reserve_async,
 		.writeback = share->wc_writeback,
+		.pool = &share->proc->wc_pool,
 	};
 }
 

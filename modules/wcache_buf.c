@@ -1,7 +1,7 @@
 /*
- * iotune - write cache buffers: their memory, extents, reads from the
- * cache, snapshots (pure core, no Samba).  The queue is in wcache.c,
- * flushes and errors in wcache_flush.c.
+ * iotune - write cache buffers: their memory (and a process's pool of
+ * them), extents, reads from the cache, snapshots (pure core, no Samba).
+ * The queue is in wcache.c, flushes and errors in wcache_flush.c.
  *
  * Copyright (C) iotune authors 2026
  *
@@ -48,6 +48,63 @@ static void buffer_unmap(struct iotune_wcache *c, uint8_t *data)
 	}
 }
 
+_Static_assert(IOTUNE_WC_POOL_MAX >= IOTUNE_WC_MAX_FLUSHES + 1,
+	       "the pool holds the buffers of a cache with every slot used");
+
+/* A buffer of the cache's capacity from the process's pool, or NULL */
+static uint8_t *pool_take(struct iotune_wcache *c)
+{
+	struct iotune_wc_pool *pool = c->p.pool;
+	uint8_t *data = NULL;
+	unsigned i;
+
+	for (i = 0; pool != NULL && i < pool->n; i++) {
+		if (pool->len[i] == c->p.capacity) {
+			data = pool->buf[i];
+			pool->n--;
+			pool->buf[i] = pool->buf[pool->n];
+			pool->len[i] = pool->len[pool->n];
+			pool->taken++;
+			return data;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The cache ends: its buffer goes to the process's pool while there is
+ * room, its pages given to the kernel's lazy free (taken back under
+ * memory pressure only; without MADV_FREE they are simply kept).
+ */
+static void pool_put(struct iotune_wcache *c, uint8_t *data)
+{
+	struct iotune_wc_pool *pool = c->p.pool;
+
+	if (data == NULL) {
+		return;
+	}
+	if (pool == NULL || pool->n == IOTUNE_WC_POOL_MAX) {
+		buffer_unmap(c, data);
+		return;
+	}
+#ifdef MADV_FREE
+	(void)madvise(data, c->p.capacity, MADV_FREE);
+#endif
+	pool->buf[pool->n] = data;
+	pool->len[pool->n] = c->p.capacity;
+	pool->n++;
+}
+
+void iotune_wc_pool_free(struct iotune_wc_pool *pool)
+{
+	unsigned i;
+
+	for (i = 0; i < pool->n; i++) {
+		munmap(pool->buf[i], pool->len[i]);
+	}
+	pool->n = 0;
+}
+
 uint8_t *iotune_wc_take_buffer(struct iotune_wcache *c)
 {
 	void *data = NULL;
@@ -59,6 +116,10 @@ uint8_t *iotune_wc_take_buffer(struct iotune_wcache *c)
 			c->spare[s] = NULL;
 			return data;
 		}
+	}
+	data = pool_take(c);
+	if (data != NULL) {
+		return data;
 	}
 	data = mmap(NULL, c->p.capacity, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -75,19 +136,19 @@ void iotune_wc_put_buffer(struct iotune_wcache *c, uint8_t *data)
 			return;
 		}
 	}
-	buffer_unmap(c, data);
+	pool_put(c, data);
 }
 
 void iotune_wc_free_buffers(struct iotune_wcache *c)
 {
 	unsigned s;
 
-	buffer_unmap(c, c->active.data);
+	pool_put(c, c->active.data);
 	c->active.data = NULL;
 	for (s = 0; s < IOTUNE_WC_MAX_FLUSHES; s++) {
-		buffer_unmap(c, c->fl[s].buf.data);
+		pool_put(c, c->fl[s].buf.data);
 		c->fl[s].buf.data = NULL;
-		buffer_unmap(c, c->spare[s]);
+		pool_put(c, c->spare[s]);
 		c->spare[s] = NULL;
 	}
 }

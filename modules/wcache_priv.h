@@ -49,10 +49,10 @@ bool iotune_wc_buf_overlay(const struct iotune_wc_buffer *b,
 /* A window's buffer: a spare one, or new pages (aligned for O_DIRECT) */
 uint8_t *iotune_wc_take_buffer(struct iotune_wcache *c);
 
-/* A buffer no longer needed: kept as a spare, or freed (may be NULL) */
+/* A buffer no longer needed: kept as a spare, or to the pool (may be NULL) */
 void iotune_wc_put_buffer(struct iotune_wcache *c, uint8_t *data);
 
-/* Frees the active, flush and spare buffers */
+/* Gives the active, flush and spare buffers to the pool, or frees them */
 void iotune_wc_free_buffers(struct iotune_wcache *c);
 
 /* The windows on their way to disk (slots in use) */

@@ -199,6 +199,29 @@ struct iotune_wc_op {
 	uint64_t rsv_id;	/* the core's: its id in the batches */
 };
 
+/*
+ * Window buffers a process's caches share.  A cache that ends leaves its
+ * buffers here (up to IOTUNE_WC_POOL_MAX, the rest are unmapped), and a
+ * new cache of the same capacity takes them before it maps new ones: a
+ * client that writes one new file after another would otherwise fault
+ * in and zero fresh pages for each file's windows.  The kernel may take
+ * the pages of a kept buffer back under memory pressure (MADV_FREE);
+ * then they come back as zeros.  The core never reads a buffer's bytes
+ * outside its dirty extents, so what an earlier window left in it is
+ * never written, read or copied.
+ */
+#define IOTUNE_WC_POOL_MAX 5	/* IOTUNE_WC_MAX_FLUSHES windows + active */
+
+struct iotune_wc_pool {
+	uint8_t *buf[IOTUNE_WC_POOL_MAX];
+	uint64_t len[IOTUNE_WC_POOL_MAX];	/* ... each one's size */
+	unsigned n;
+	uint64_t taken;			/* buffers caches took from it */
+};
+
+/* Unmaps what the pool keeps (the process ends). */
+void iotune_wc_pool_free(struct iotune_wc_pool *pool);
+
 struct iotune_wc_params {
 	uint64_t capacity;	/* the window */
 	uint64_t timeout_ms;	/* dirty data older than this is written */
@@ -212,6 +235,9 @@ struct iotune_wc_params {
 				 * thread (act->reserve, answered with
 				 * iotune_wc_reserve_done()); false: one
 				 * io->reserve call inline per write */
+	struct iotune_wc_pool *pool;	/* buffers shared with the other
+					 * caches of the process (NULL:
+					 * each cache maps its own) */
 	bool writeback;		/* once all of a window is written, ask
 				 * for its write-back to start
 				 * (act->writeback_*): a page-cache

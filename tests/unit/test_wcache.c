@@ -196,6 +196,7 @@ struct fixture {
 	bool wb_hold;		/* ... stays so until wb_end() */
 	uint64_t wb_off;	/* ... the last one's range */
 	uint64_t wb_len;
+	struct iotune_wc_pool pool;	/* for caches made with one */
 	struct w w[MAX_OPS];
 	uint8_t model[DISK_MAX];
 	uint64_t model_size;
@@ -275,6 +276,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	iotune_wc_destroy(&f->c);
+	iotune_wc_pool_free(&f->pool);
 	free(f);
 	return 0;
 }
@@ -1999,6 +2001,122 @@ static void test_sync_flush_behind_a_writeback_on_its_way(void **state)
 	assert_int_equal(f->writebacks, 3);
 }
 
+/* A new cache of f's params with a pool, on f's disk */
+static void recreate_with_pool(struct fixture *f, struct iotune_wc_pool *pool,
+			       uint64_t capacity)
+{
+	struct iotune_wc_params p = f->c.p;
+
+	iotune_wc_destroy(&f->c);
+	p.pool = pool;
+	p.capacity = capacity;
+	assert_int_equal(iotune_wc_init(&f->c, &p, f->disk.size, &f->io,
+					&f->stats), 0);
+}
+
+/*
+ * A cache that ends leaves its buffers to the process's pool, and the
+ * next cache (a new file) takes them instead of mapping new ones.  What
+ * the last file left in them is never written: the new file's disk is
+ * its model, zeros around its bytes.
+ */
+static void test_ended_cache_leaves_its_buffers_to_the_next(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_pool *pool = &f->pool;
+	uint8_t *kept[2];
+
+	recreate_with_pool(f, pool, CAP);
+	fill_window(f, 0, 1);
+	write_at(f, CAP, 100, 2);	/* a second buffer, the active */
+	settle(f);
+	assert_closes_to_model(f);
+	recreate_with_pool(f, pool, CAP);
+	assert_int_equal(pool->n, 2);
+	kept[0] = pool->buf[0];
+	kept[1] = pool->buf[1];
+	write_at(f, 2 * CAP + 10, 100, 3);
+	assert_int_equal(pool->taken, 1);
+	assert_int_equal(pool->n, 1);
+	assert_true(f->c.active.data == kept[0] ||
+		    f->c.active.data == kept[1]);
+	assert_closes_to_model(f);	/* not the 10 bytes before it */
+	assert_reads_model(f, 0, 3 * CAP);
+	iotune_wc_destroy(&f->c);
+	assert_int_equal(pool->n, 2);
+	iotune_wc_pool_free(pool);
+	assert_int_equal(pool->n, 0);
+}
+
+/* A second cache (on a disk of its own) holding two buffers */
+static void second_cache_with_two_buffers(struct fixture *f,
+					  struct iotune_wcache *b,
+					  struct fake_disk *d,
+					  struct iotune_wc_io_ops *io)
+{
+	static uint8_t data[CAP];
+	static const uint64_t off[3] = { 0, CAP / 2, CAP };
+	static const size_t n[3] = { CAP / 2, CAP / 2, 100 };
+	struct iotune_wc_op op[3];
+	struct iotune_wc_action act;
+	unsigned i;
+
+	d->limit = DISK_MAX;
+	*io = (struct iotune_wc_io_ops) {
+		.pwrite = fake_pwrite, .reserve = fake_reserve,
+		.private_data = d,
+	};
+	assert_int_equal(iotune_wc_init(b, &f->c.p, 0, io, NULL), 0);
+	for (i = 0; i < 3; i++) {	/* a full window, then the active */
+		op[i] = (struct iotune_wc_op) {
+			.kind = IOTUNE_WC_OP_WRITE, .may_cache = true,
+			.off = off[i], .data = data, .n = n[i],
+		};
+		iotune_wc_submit(b, &op[i], f->now, &act);
+		assert_true(iotune_wc_next_done(b) == &op[i]);
+		assert_int_equal(op[i].ret, (ssize_t)op[i].n);
+	}
+}
+
+/*
+ * The pool keeps at most IOTUNE_WC_POOL_MAX buffers (the rest are
+ * unmapped), and gives a cache only buffers of its own capacity.
+ */
+static void test_pool_keeps_a_bounded_number_of_buffers(void **state)
+{
+	struct fixture *f = *state;
+	struct iotune_wc_pool *pool = &f->pool;
+	struct fake_disk *d = calloc(1, sizeof(*d));
+	struct iotune_wc_io_ops io;
+	struct iotune_wcache b;
+	unsigned i;
+
+	assert_non_null(d);
+	recreate_with_pool(f, pool, CAP);
+	for (i = 0; i < 3; i++) {	/* three slots in flight */
+		fill_window(f, i * CAP, i);
+	}
+	write_at(f, 3 * CAP, 100, 4);	/* and the active: four buffers */
+	second_cache_with_two_buffers(f, &b, d, &io);
+	settle(f);
+	assert_closes_to_model(f);
+	recreate_with_pool(f, pool, 2 * CAP);
+	assert_int_equal(pool->n, 4);
+	iotune_wc_destroy(&b);		/* one more than the pool keeps */
+	assert_int_equal(pool->n, IOTUNE_WC_POOL_MAX);
+	write_at(f, 0, 100, 5);		/* another capacity: maps one */
+	assert_int_equal(pool->taken, 0);
+	assert_int_equal(pool->n, IOTUNE_WC_POOL_MAX);
+	assert_closes_to_model(f);
+	iotune_wc_destroy(&f->c);	/* the pool is full: unmapped */
+	assert_int_equal(pool->n, IOTUNE_WC_POOL_MAX);
+	for (i = 0; i < pool->n; i++) {
+		assert_int_equal(pool->len[i], CAP);
+	}
+	iotune_wc_pool_free(pool);
+	free(d);
+}
+
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
 static void test_flush_slots_and_alignment(void **state)
 {
@@ -2591,6 +2709,8 @@ int main(void)
 		T(test_one_writeback_on_its_way),
 		T(test_writeback_range_waits_for_the_window_it_spans),
 		T(test_sync_flush_behind_a_writeback_on_its_way),
+		T(test_ended_cache_leaves_its_buffers_to_the_next),
+		T(test_pool_keeps_a_bounded_number_of_buffers),
 #undef T
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_async, \
 						teardown)
