@@ -74,6 +74,12 @@ static void iotune_fd_job_run(void *private_data)
 	struct iotune_fd_job *job = private_data;
 
 	switch (job->kind) {
+	case IOTUNE_FD_PREFETCH:
+		if (readahead(job->fd, job->off, (size_t)job->len) != 0) {
+			(void)posix_fadvise(job->fd, job->off, job->len,
+					    POSIX_FADV_WILLNEED);
+		}
+		return;
 	case IOTUNE_FD_DROP:
 		(void)posix_fadvise(job->fd, job->off, job->len,
 				    POSIX_FADV_DONTNEED);
@@ -82,12 +88,6 @@ static void iotune_fd_job_run(void *private_data)
 		(void)sync_file_range(job->fd, job->off, job->len,
 				      SYNC_FILE_RANGE_WRITE);
 		return;
-	case IOTUNE_FD_PREFETCH:
-		break;
-	}
-	if (readahead(job->fd, job->off, (size_t)job->len) != 0) {
-		(void)posix_fadvise(job->fd, job->off, job->len,
-				    POSIX_FADV_WILLNEED);
 	}
 }
 
