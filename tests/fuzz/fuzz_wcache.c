@@ -6,6 +6,9 @@
  * right to cache), driven like the adapter drives the core.  Every read
  * and, once everything is settled, the file must match a model of the
  * acknowledged writes; nothing may spin (a tick is never due at once).
+ * With an input bit the cache takes its window buffers from a pool that
+ * the caches of earlier inputs left, full of their bytes: none of those
+ * may reach the disk or a read.
  *
  * Copyright (C) iotune authors 2026
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -79,6 +82,7 @@ static struct iotune_rsvq_calls rsv;
 static unsigned rsv_answered;
 static bool launch_at_once;	/* a batch starts as soon as it forms */
 static struct iotune_wcache c;
+static struct iotune_wc_pool pool;	/* kept from input to input */
 
 /* the batch that waits starts: one batch on its way at a time */
 static void launch(void)
@@ -454,6 +458,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.reserve_async = size > 0 && (data[0] & 0x10) != 0,
 		/* write-backs asked for the windows written, or not */
 		.writeback = size > 0 && (data[0] & 0x20) != 0,
+		/* buffers earlier inputs' caches left, or fresh ones */
+		.pool = size > 0 && (data[0] & 0x40) != 0 ? &pool : NULL,
 	};
 	struct iotune_wc_action act;
 	int lost = 0;
