@@ -179,8 +179,10 @@ static ssize_t iotune_cache_sync_pwrite(void *private_data,
 {
 	struct iotune_cache *cache = private_data;
 	struct iotune_file *owner = cache->files;
+	bool dio = iotune_dio_wanted(cache->share, owner, true, n);
 
-	if (iotune_dio_wanted(cache->share, owner, true, n)) {
+	cache->wb_buffered |= iotune_piece_buffered(owner, dio, off, n);
+	if (dio) {
 		return iotune_dio_sync(cache->share, owner, true, buf, n, off);
 	}
 	return SMB_VFS_NEXT_PWRITE(owner->handle, owner->fsp, buf, n,
@@ -259,11 +261,6 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	SMB_ASSERT(!iotune_cache_flushing(cache) && cache->sync == 0);
 	iotune_cache_wait_copies(cache);
 	iotune_cache_reserve_end(cache);
-	if (cache->writeback != NULL) {
-		/* it runs on; what waits for it is forgotten */
-		iotune_fd_job_forget(cache->writeback);
-		cache->writeback = NULL;
-	}
 	TALLOC_FREE(cache->tick_timer);
 	cache->ending = true;
 	iotune_wc_end(&cache->wc, &act);
@@ -280,6 +277,11 @@ static void iotune_cache_end(struct iotune_cache *cache)
 	DLIST_REMOVE(p->caches, cache);
 	p->num_caches--;
 	cache->share->stats.wc.caches_active--;
+	if (cache->writeback != NULL) {
+		/* it runs on; what waits for it is forgotten */
+		iotune_fd_job_forget(cache->writeback);
+		cache->writeback = NULL;
+	}
 	iotune_wc_destroy(&cache->wc);
 	TALLOC_FREE(cache);
 }
@@ -369,7 +371,7 @@ static bool iotune_caches_evict_idle(struct iotune_process *p)
 }
 
 static struct iotune_wc_params iotune_cache_params(
-	struct iotune_share *share)
+	const struct iotune_share *share)
 {
 	return (struct iotune_wc_params) {
 		.capacity = share->config.write_cache_size,

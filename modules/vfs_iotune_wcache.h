@@ -39,6 +39,7 @@ struct iotune_flush_io {
 	unsigned slot;
 	struct tevent_req *subreq;	/* NULL: none in flight */
 	bool dio;			/* the piece is written direct */
+	bool buffered;			/* ... or some of it is not */
 	uint64_t started_us;
 };
 
@@ -62,6 +63,8 @@ struct iotune_cache {
 	struct iotune_copy_job *copies;	/* copies into it in flight */
 	struct iotune_rsv_job *reserves;	/* reservations in flight */
 	struct iotune_fd_job *writeback;	/* the write-back on its way */
+	bool wb_buffered;		/* pieces landed in the page cache
+					 * since it started */
 	uint64_t reserve_due_us;	/* a batch waits to start since */
 	struct tevent_timer *reserve_timer;	/* ... at the latest */
 	uint64_t reserve_timer_us;	/* ... at (iotune_now_us()) */
@@ -100,6 +103,8 @@ void iotune_cache_wake(struct iotune_cache *cache);
 const char *iotune_cache_name(const struct iotune_cache *cache);
 
 bool iotune_cache_flushing(const struct iotune_cache *cache);
+bool iotune_piece_buffered(const struct iotune_file *owner, bool dio,
+			   uint64_t off, uint64_t len);
 
 /* vfs_iotune_reserve.c */
 int iotune_cache_reserve_inline(void *private_data, uint64_t off,

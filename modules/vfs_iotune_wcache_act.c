@@ -168,6 +168,19 @@ bool iotune_cache_flushing(const struct iotune_cache *cache)
 	return false;
 }
 
+/*
+ * Whether a flush piece leaves any of its bytes in the page cache: one
+ * written buffered, or the unaligned edges of a direct one (which go
+ * through the page cache: modules/dio.c).
+ */
+bool iotune_piece_buffered(const struct iotune_file *owner, bool dio,
+			   uint64_t off, uint64_t len)
+{
+	uint64_t align = owner->dio.align.offset;
+
+	return !dio || align == 0 || off % align != 0 || len % align != 0;
+}
+
 /* Issues the flush piece the core asks for, on the flush context. */
 static void iotune_cache_issue(struct iotune_cache *cache,
 			       const struct iotune_wc_action *act)
@@ -183,6 +196,8 @@ static void iotune_cache_issue(struct iotune_cache *cache,
 	fio->slot = act->flush_slot;
 	fio->dio = iotune_dio_wanted(cache->share, owner, true,
 				     act->flush_len);
+	fio->buffered = iotune_piece_buffered(owner, fio->dio, act->flush_off,
+					      act->flush_len);
 	subreq = iotune_disk_send(cache, iotune_smbd_flush_ev(cache->proc),
 				  owner->handle, owner, owner->fsp, fio->dio,
 				  true, act->flush_buf, act->flush_len,
@@ -212,6 +227,7 @@ static void iotune_flush_piece_done(struct tevent_req *subreq)
 	ret = iotune_disk_recv(subreq, fio->dio, true, &aio_state);
 	TALLOC_FREE(subreq);
 	fio->subreq = NULL;
+	cache->wb_buffered |= fio->buffered;
 	iotune_smbd_flush_ended(cache->proc);
 	if (iotune_counting(cache->share)) {
 		iotune_latency_add(&cache->share->stats.flush_latency,
@@ -342,9 +358,10 @@ static void iotune_cache_writeback_ended(void *private_data);
 /*
  * Starts the write-back the core asks for, in smbd's pool; its end tells
  * the core, which has one per cache on its way.  One that cannot start
- * ends at once, and so may the one the core asks for next.  Not for a
- * handle whose flushes of that size write with O_DIRECT (`direct io =
- * client`): its windows are not in the page cache.
+ * ends at once, and so may the one the core asks for next.  None when
+ * every piece that landed since the last one was written with O_DIRECT
+ * (a handle opened unbuffered on a `direct io = client` share): nothing
+ * of them is in the page cache.
  */
 static void iotune_cache_writeback(struct iotune_cache *cache, uint64_t off,
 				   uint64_t len)
@@ -352,15 +369,16 @@ static void iotune_cache_writeback(struct iotune_cache *cache, uint64_t off,
 	struct iotune_file *owner = cache->files;
 	struct iotune_wc_action next;
 
+	SMB_ASSERT(cache->writeback == NULL);
 	while (len > 0) {
-		if (owner != NULL &&
-		    !iotune_dio_wanted(cache->share, owner, true, len)) {
+		if (owner != NULL && cache->wb_buffered) {
 			cache->writeback = iotune_fd_job_start(
 				owner->handle, owner->fsp, off, len,
 				IOTUNE_FD_WRITEBACK,
 				iotune_cache_writeback_ended, cache);
 		}
 		if (cache->writeback != NULL) {
+			cache->wb_buffered = false;
 			return;
 		}
 		iotune_wc_writeback_done(&cache->wc, &next);

@@ -58,10 +58,14 @@ static uint8_t *pool_take(struct iotune_wcache *c)
 	uint8_t *data = NULL;
 	unsigned i;
 
-	for (i = 0; pool != NULL && i < pool->n; i++) {
+	if (pool == NULL) {
+		return NULL;
+	}
+	for (i = 0; i < pool->n; i++) {
 		if (pool->len[i] == c->p.capacity) {
 			data = pool->buf[i];
 			pool->n--;
+			pool->bytes -= c->p.capacity;
 			pool->buf[i] = pool->buf[pool->n];
 			pool->len[i] = pool->len[pool->n];
 			pool->taken++;
@@ -71,10 +75,25 @@ static uint8_t *pool_take(struct iotune_wcache *c)
 	return NULL;
 }
 
+/* Whether the pool may keep a buffer of the cache's capacity */
+static bool pool_has_room(const struct iotune_wcache *c)
+{
+	const struct iotune_wc_pool *pool = c->p.pool;
+	uint64_t most = IOTUNE_WC_POOL_BYTES;
+
+	if (pool == NULL || pool->n == IOTUNE_WC_POOL_MAX) {
+		return false;
+	}
+	if (pool->max_bytes != 0) {
+		most = pool->max_bytes;
+	}
+	return pool->bytes + c->p.capacity <= most;
+}
+
 /*
- * The cache ends: its buffer goes to the process's pool while there is
- * room, its pages given to the kernel's lazy free (taken back under
- * memory pressure only; without MADV_FREE they are simply kept).
+ * A buffer the cache no longer needs (it ends, or has spares enough)
+ * goes to the process's pool while there is room, its pages given to
+ * the kernel's lazy free; else, or without lazy free, it is unmapped.
  */
 static void pool_put(struct iotune_wcache *c, uint8_t *data)
 {
@@ -83,16 +102,17 @@ static void pool_put(struct iotune_wcache *c, uint8_t *data)
 	if (data == NULL) {
 		return;
 	}
-	if (pool == NULL || pool->n == IOTUNE_WC_POOL_MAX) {
-		buffer_unmap(c, data);
+#ifdef MADV_FREE
+	if (pool_has_room(c) &&
+	    madvise(data, c->p.capacity, MADV_FREE) == 0) {
+		pool->buf[pool->n] = data;
+		pool->len[pool->n] = c->p.capacity;
+		pool->n++;
+		pool->bytes += c->p.capacity;
 		return;
 	}
-#ifdef MADV_FREE
-	(void)madvise(data, c->p.capacity, MADV_FREE);
 #endif
-	pool->buf[pool->n] = data;
-	pool->len[pool->n] = c->p.capacity;
-	pool->n++;
+	buffer_unmap(c, data);
 }
 
 void iotune_wc_pool_free(struct iotune_wc_pool *pool)
@@ -103,6 +123,7 @@ void iotune_wc_pool_free(struct iotune_wc_pool *pool)
 		munmap(pool->buf[i], pool->len[i]);
 	}
 	pool->n = 0;
+	pool->bytes = 0;
 }
 
 uint8_t *iotune_wc_take_buffer(struct iotune_wcache *c)

@@ -486,6 +486,7 @@ void iotune_wc_lose_right(struct iotune_wcache *c,
 		if (c->error == 0) {
 			c->error = c->last_err;
 		}
+		wb_issue(c, act);	/* it may have waited for them */
 	}
 	act->tick_ms = iotune_wc_next_tick(c);
 }

@@ -201,21 +201,25 @@ struct iotune_wc_op {
 
 /*
  * Window buffers a process's caches share.  A cache that ends leaves its
- * buffers here (up to IOTUNE_WC_POOL_MAX, the rest are unmapped), and a
- * new cache of the same capacity takes them before it maps new ones: a
- * client that writes one new file after another would otherwise fault
- * in and zero fresh pages for each file's windows.  The kernel may take
- * the pages of a kept buffer back under memory pressure (MADV_FREE);
- * then they come back as zeros.  The core never reads a buffer's bytes
- * outside its dirty extents, so what an earlier window left in it is
- * never written, read or copied.
+ * buffers here (up to IOTUNE_WC_POOL_MAX of them and max_bytes in all;
+ * the rest are unmapped), and a new cache of the same capacity takes
+ * them before it maps new ones: a client that writes one new file after
+ * another would otherwise fault in and zero fresh pages for each file's
+ * windows.  A kept buffer is given to the kernel's lazy free
+ * (MADV_FREE: its pages are taken back under memory pressure, and then
+ * come back as zeros); where that fails, it is not kept.  The core never
+ * reads a buffer's bytes outside its dirty extents, so what an earlier
+ * window left in it is never written, read or copied.
  */
 #define IOTUNE_WC_POOL_MAX 5	/* IOTUNE_WC_MAX_FLUSHES windows + active */
+#define IOTUNE_WC_POOL_BYTES (8 * 1024 * 1024)
 
 struct iotune_wc_pool {
 	uint8_t *buf[IOTUNE_WC_POOL_MAX];
 	uint64_t len[IOTUNE_WC_POOL_MAX];	/* ... each one's size */
 	unsigned n;
+	uint64_t bytes;			/* kept, in all */
+	uint64_t max_bytes;		/* 0: IOTUNE_WC_POOL_BYTES */
 	uint64_t taken;			/* buffers caches took from it */
 };
 
@@ -294,8 +298,8 @@ struct iotune_wcache {
 	uint64_t rsv_ids;		/* the last op's rsv_id */
 	uint64_t landed;		/* writes of cached data that landed */
 	bool wb_busy;			/* a write-back is on its way */
-	uint64_t wb_lo;			/* [lo, hi): written, no */
-	uint64_t wb_hi;			/* write-back asked (0: none) */
+	uint64_t wb_lo;			/* written, not asked for yet: */
+	uint64_t wb_hi;			/* [lo, hi) (hi 0: none) */
 	struct iotune_wc_times times;	/* wctimes.h */
 	uint64_t log_next_ms;		/* rate limit of error lines */
 	unsigned log_repeats;

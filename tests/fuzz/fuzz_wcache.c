@@ -154,6 +154,22 @@ static void apply(const struct iotune_wc_action *act)
 				abort();	/* a piece still on its way */
 			}
 		}
+		/* not the window this action starts (asked after it) */
+		for (i = 0; i < c.p.flushes; i++) {
+			const struct iotune_wc_buffer *b = &c.fl[i].buf;
+			size_t e;
+
+			if (act->flush_io && i == act->flush_slot) {
+				continue;
+			}
+			for (e = 0; e < b->n_ext; e++) {
+				if (b->ext[e].off < end &&
+				    b->ext[e].off + b->ext[e].len >
+				    act->writeback_off) {
+					abort();	/* on its way */
+				}
+			}
+		}
 	}
 	if (act->flush_io) {
 		unsigned i;

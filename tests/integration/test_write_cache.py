@@ -45,6 +45,7 @@ def smbd(request):
         'no_writeback': share(write_cache_start_writeback='no'),
         # handles opened unbuffered write their windows with O_DIRECT
         'dio_client': share(direct_io='client', direct_io_min_size='0'),
+        'dio_client_64k': share(direct_io='client'),
     }
     return start_smbd(request, shares,
                       global_params={'smbd profiling level': 'count'})
@@ -411,8 +412,10 @@ def test_idle_cache_ends_and_keeps_the_times(smbd):
     client.quit()
 
 
-def write_traced(smbd, share_name, tmp_path, size, seen, unbuffered=False):
-    """size bytes in 4 KiB writes under a batch oplock, one in flight,
+def write_traced(smbd, share_name, tmp_path, size, seen, unbuffered=False,
+                 stride=4 * KIB):
+    """size bytes in 4 KiB writes (one every stride bytes) under a batch
+    oplock, one in flight,
     then SMB2 FLUSH and close, with smbd traced from before the client's
     process forks; the file's contents are checked; the trace's text
     once seen(text) is true (the pool's last jobs may still run after
@@ -421,9 +424,11 @@ def write_traced(smbd, share_name, tmp_path, size, seen, unbuffered=False):
     trace = Strace(smbd.proc.pid, str(out), 'sync_file_range,pwrite64')
     client = harness.ScriptClient(smbd, share_name)
     assert client.open('wb.bin', 'batch', unbuffered)[0] == OPLOCK_BATCH
-    data = random.Random(5).randbytes(size)
-    for off in range(0, size, 4 * KIB):
+    data = bytearray(random.Random(5).randbytes(size))
+    for off in range(0, size, stride):
         client.write(off, data[off:off + 4 * KIB])
+        data[off + 4 * KIB:off + stride] = bytes(stride - 4 * KIB)
+    del data[size - stride + 4 * KIB:]
     client.flush()
     client.close()
     client.quit()
@@ -495,3 +500,22 @@ def test_direct_windows_start_no_writeback(smbd, tmp_path):
     text = write_traced(smbd, 'dio_client', tmp_path, size,
                         lambda t: calls(t, 'sync_file_range') != [])
     assert calls(text, 'sync_file_range') != [], text[-2000:]
+
+
+def test_small_pieces_of_direct_handles_start_their_writeback(smbd,
+                                                              tmp_path):
+    """With the default "direct io min size" (64K), an unbuffered handle's
+    flush pieces under it go through the page cache: 4 KiB writes 4 KiB
+    apart make windows of 4 KiB extents, and those windows ask for their
+    write-back; a contiguous stream's 1 MiB pieces go direct and ask
+    none, on the same share."""
+    size = 4 * MIB
+    text = write_traced(smbd, 'dio_client_64k', tmp_path, size,
+                        lambda t: calls(t, 'sync_file_range') != [],
+                        unbuffered=True, stride=8 * KIB)
+    assert calls(text, 'sync_file_range') != [], text[-2000:]
+    text = write_traced(smbd, 'dio_client_64k', tmp_path, size,
+                        lambda t: re.search(r'pwrite64\(\d+, .*, %d, %d\)'
+                                            % (MIB, size - MIB), t),
+                        unbuffered=True)
+    assert calls(text, 'sync_file_range') == []

@@ -2035,6 +2035,8 @@ static void test_ended_cache_leaves_its_buffers_to_the_next(void **state)
 	assert_int_equal(pool->n, 2);
 	kept[0] = pool->buf[0];
 	kept[1] = pool->buf[1];
+	/* what the last file left is still there (no memory pressure) */
+	assert_true(kept[0][0] != 0 && kept[1][0] != 0);
 	write_at(f, 2 * CAP + 10, 100, 3);
 	assert_int_equal(pool->taken, 1);
 	assert_int_equal(pool->n, 1);
@@ -2115,6 +2117,30 @@ static void test_pool_keeps_a_bounded_number_of_buffers(void **state)
 	}
 	iotune_wc_pool_free(pool);
 	free(d);
+}
+
+/* The pool keeps at most max_bytes in all; the rest are unmapped. */
+static void test_pool_keeps_a_bounded_number_of_bytes(void **state)
+{
+	struct fixture *f = *state;
+	unsigned i;
+
+	f->pool.max_bytes = 2 * CAP + CAP / 2;
+	recreate_with_pool(f, &f->pool, CAP);
+	for (i = 0; i < 3; i++) {	/* three slots in flight */
+		fill_window(f, i * CAP, i);
+	}
+	write_at(f, 3 * CAP, 100, 4);	/* and the active: four buffers */
+	settle(f);
+	assert_closes_to_model(f);
+	iotune_wc_destroy(&f->c);
+	assert_int_equal(f->pool.n, 2);
+	assert_int_equal(f->pool.bytes, 2 * CAP);
+	recreate_with_pool(f, &f->pool, CAP);
+	write_at(f, 4 * CAP, 100, 5);
+	assert_int_equal(f->pool.taken, 1);
+	assert_int_equal(f->pool.bytes, CAP);
+	assert_closes_to_model(f);
 }
 
 /* The slots' count is clamped; a buffer is page aligned for O_DIRECT */
@@ -2711,6 +2737,7 @@ int main(void)
 		T(test_sync_flush_behind_a_writeback_on_its_way),
 		T(test_ended_cache_leaves_its_buffers_to_the_next),
 		T(test_pool_keeps_a_bounded_number_of_buffers),
+		T(test_pool_keeps_a_bounded_number_of_bytes),
 #undef T
 #define T(name) cmocka_unit_test_setup_teardown(name, setup_async, \
 						teardown)
