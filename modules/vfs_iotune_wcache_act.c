@@ -170,15 +170,19 @@ bool iotune_cache_flushing(const struct iotune_cache *cache)
 
 /*
  * Whether a flush piece leaves any of its bytes in the page cache: one
- * written buffered, or the unaligned edges of a direct one (which go
- * through the page cache: modules/dio.c).
+ * written buffered, or a direct one whose plan (modules/dio.c, as
+ * dio_io.c makes it) has a buffered head or tail.
  */
 bool iotune_piece_buffered(const struct iotune_file *owner, bool dio,
 			   uint64_t off, uint64_t len)
 {
-	uint64_t align = owner->dio.align.offset;
+	struct iotune_dio_write_plan plan;
 
-	return !dio || align == 0 || off % align != 0 || len % align != 0;
+	if (!dio) {
+		return true;
+	}
+	iotune_dio_plan_write(&owner->dio.align, 0, off, len, 0, &plan);
+	return plan.head_len > 0 || plan.tail_len > 0;
 }
 
 /* Issues the flush piece the core asks for, on the flush context. */

@@ -268,14 +268,8 @@ static bool in_flight_overlaps(const struct iotune_wcache *c, uint64_t off,
 static bool dirty_overlaps(const struct iotune_wcache *c, uint64_t off,
 			   uint64_t end)
 {
-	const struct iotune_wc_flush *f = NULL;
-
-	WC_FOR_EACH_FLUSH(c, f) {
-		if (iotune_wc_buf_overlaps(&f->buf, off, end)) {
-			return true;
-		}
-	}
-	return iotune_wc_buf_overlaps(&c->active, off, end);
+	return iotune_wc_slots_overlap(c, off, end) ||
+	       iotune_wc_buf_overlaps(&c->active, off, end);
 }
 
 /* Where a window for a write of [off, end) starts */

@@ -98,15 +98,13 @@ static void slot_free(struct iotune_wcache *c, struct iotune_wc_flush *f)
 	*f = (struct iotune_wc_flush) { 0 };
 }
 
-/* Does [off, end) overlap a window that is not all written yet? */
-static bool overlaps_slots(const struct iotune_wcache *c, uint64_t off,
-			   uint64_t end)
+bool iotune_wc_slots_overlap(const struct iotune_wcache *c, uint64_t off,
+			     uint64_t end)
 {
-	unsigned s;
+	const struct iotune_wc_flush *f = NULL;
 
-	for (s = 0; s < c->p.flushes; s++) {
-		if (c->fl[s].buf.n_ext > 0 &&
-		    iotune_wc_buf_overlaps(&c->fl[s].buf, off, end)) {
+	WC_FOR_EACH_FLUSH(c, f) {
+		if (iotune_wc_buf_overlaps(&f->buf, off, end)) {
 			return true;
 		}
 	}
@@ -136,7 +134,7 @@ static void wb_issue(struct iotune_wcache *c, struct iotune_wc_action *act)
 	} else if (c->wb_busy) {
 		return;
 	}
-	if (overlaps_slots(c, lo, hi)) {
+	if (iotune_wc_slots_overlap(c, lo, hi)) {
 		return;
 	}
 	act->writeback_off = lo;

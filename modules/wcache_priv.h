@@ -84,6 +84,9 @@ void iotune_wc_reserve_leave(struct iotune_wcache *c, struct iotune_wc_op *op);
 void iotune_wc_reserve_end(struct iotune_wcache *c);
 
 /* wcache_flush.c */
+/* does [off, end) overlap a window on its way to disk? */
+bool iotune_wc_slots_overlap(const struct iotune_wcache *c, uint64_t off,
+			     uint64_t end);
 /* a retry of failed data is being written */
 bool iotune_wc_retrying(const struct iotune_wcache *c);
 bool iotune_wc_begin_flush(struct iotune_wcache *c,
