@@ -412,6 +412,12 @@ def test_idle_cache_ends_and_keeps_the_times(smbd):
     client.quit()
 
 
+def windows(text):
+    """how many 1 MiB windows the trace saw written whole"""
+    return len(re.findall(r'pwrite64\(\d+, .*, %d, \d+\) = %d' %
+                          (MIB, MIB), text))
+
+
 def write_traced(smbd, share_name, tmp_path, size, seen, unbuffered=False,
                  stride=4 * KIB):
     """size bytes in 4 KiB writes (one every stride bytes) under a batch
@@ -465,10 +471,6 @@ def test_written_windows_start_their_writeback(smbd, tmp_path):
             end = max(end, off + n)
         return end
 
-    def windows(text):
-        return len(re.findall(r'pwrite64\(\d+, .*, %d, \d+\) = %d' %
-                              (MIB, MIB), text))
-
     text = write_traced(smbd, 'iotune', tmp_path, size,
                         lambda t: covered(t) == size)
     assert {f for _, _, f in ranges(text)} == {'SYNC_FILE_RANGE_WRITE'}
@@ -487,11 +489,6 @@ def test_direct_windows_start_no_writeback(smbd, tmp_path):
     so none asks for a write-back, while a buffered handle's windows on
     the same share do (the trace saw both kinds of windows written)."""
     size = 4 * MIB
-
-    def windows(text):
-        return len(re.findall(r'pwrite64\(\d+, .*, %d, \d+\) = %d' %
-                              (MIB, MIB), text))
-
     text = write_traced(smbd, 'dio_client', tmp_path, size,
                         lambda t: windows(t) >= size // MIB,
                         unbuffered=True)
